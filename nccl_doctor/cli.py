@@ -1,0 +1,106 @@
+"""The thin command line: parse arguments, call one command's ``run``, render, return the exit code.
+
+Each command lives in its own module exposing ``add_arguments(parser)`` and ``run(args)``; ``run``
+returns a ``Report`` (rendered here) or an ``int`` (a worker rank that renders nothing and exits with
+that code). Only the chosen command's module is imported, so ``parse`` and ``probe`` start fast and
+never import torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from . import __version__
+from .errors import DoctorError
+from .render import make_console, render_json, render_junit, render_text
+from .report import Report, exit_code
+
+COMMANDS = {
+    "probe": ("nccl_doctor.probe", "classify this node's interfaces and check NCCL/Gloo settings"),
+    "parse": ("nccl_doctor.logparse", "diagnose NCCL_DEBUG=INFO logs offline"),
+    "bench": ("nccl_doctor.bench", "all-gather/reduce-scatter/all-reduce bandwidth within and across nodes"),
+    "preflight": ("nccl_doctor.preflight", "probe + bench + log check on every node: the sbatch gate"),
+}
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("--format", choices=("text", "json"), default="text", help="stdout format (default: text)")
+    g.add_argument("--json-out", metavar="FILE", type=Path, help="also write the JSON report to FILE")
+    g.add_argument("--junit-out", metavar="FILE", type=Path, help="also write a JUnit XML report to FILE")
+    g.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nccl-doctor",
+        description="Find and explain multi-node NCCL/Gloo problems before and after a training job.",
+        epilog="Exit codes: 0 pass or warn, 1 fail (or warn with --strict), 2 usage error or unreadable input.",
+    )
+    parser.add_argument("--version", action="version", version=f"nccl-doctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = next((a for a in argv if a in COMMANDS), None)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            importlib.import_module(module).add_arguments(p)
+            _add_output_options(p)
+    return parser
+
+
+def write_output(path: Path, text: str, *, inputs: tuple[Path, ...] = ()) -> None:
+    """Write atomically; never over one of the user's inputs."""
+    target = path.resolve()
+    if any(target == Path(i).resolve() for i in inputs):
+        raise DoctorError(f"refusing to write {path}: it is one of the inputs")
+    if target.is_dir():
+        raise DoctorError(f"cannot write {path}: it is a directory")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def emit(report: Report, args: argparse.Namespace, *, inputs: tuple[Path, ...] = ()) -> int:
+    if args.json_out:
+        write_output(args.json_out, render_json(report), inputs=inputs)
+    if args.junit_out:
+        write_output(args.junit_out, render_junit(report), inputs=inputs)
+    if args.format == "json":
+        sys.stdout.write(render_json(report))
+    else:
+        render_text(report, make_console(sys.stdout))
+    sys.stdout.flush()
+    return exit_code(report, strict=args.strict)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    try:
+        result = module.run(args)
+        if isinstance(result, int):
+            return result
+        return emit(result, args, inputs=tuple(getattr(args, "inputs", ()) or ()))
+    except DoctorError as exc:
+        print(f"nccl-doctor {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"nccl-doctor {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `nccl-doctor parse big.log | head`: the reader left; that is not our failure.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -1,0 +1,112 @@
+"""Renderers: pure functions of a ``Report`` into rich text, versioned JSON and JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import IO, Any
+from xml.etree import ElementTree as ET
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from . import __version__
+from .report import SCHEMA_VERSION, Report, Severity
+
+_STYLE = {Severity.PASS: "bold green", Severity.WARN: "bold yellow", Severity.FAIL: "bold red"}
+
+
+def make_console(file: IO[str], *, width: int | None = None) -> Console:
+    """A console for job logs as well as terminals: no colour off a TTY, ``NO_COLOR`` honoured
+    (by rich), and a wide fixed width when not a terminal so tables don't wrap in a log file."""
+    if width is None and not (hasattr(file, "isatty") and file.isatty()):
+        width = int(os.environ.get("COLUMNS", "0") or 0) or 140
+    return Console(file=file, width=width, highlight=False, soft_wrap=False)
+
+
+def verdict_line(report: Report) -> str:
+    counts = {s: 0 for s in Severity}
+    for f in report.findings:
+        counts[f.severity] += 1
+    tally = f"{counts[Severity.FAIL]} fail, {counts[Severity.WARN]} warn, {counts[Severity.PASS]} pass"
+    line = f"nccl-doctor {report.command}: {report.verdict.value.upper()} ({tally})"
+    return f"{line}: {report.summary}" if report.summary else line
+
+
+def render_text(report: Report, console: Console) -> None:
+    console.print(Text(verdict_line(report), style=_STYLE[report.verdict]))
+    for table in report.tables:
+        rt = RichTable(title=escape(table.title), caption=table.caption and escape(table.caption),
+                       title_justify="left", show_lines=False)
+        for col in table.columns:
+            rt.add_column(escape(col), overflow="fold")
+        for row in table.rows:
+            rt.add_row(*(escape(str(cell)) for cell in row))
+        console.print(rt)
+    if report.findings:
+        console.print(Text("Findings", style="bold"))
+    for f in report.sorted_findings():
+        head = Text()
+        head.append(f"[{f.severity.value.upper()}] ", style=_STYLE[f.severity])
+        head.append(f"{f.code} ", style="bold")
+        where = str(f.where)
+        if where:
+            head.append(f"({where}) ", style="cyan")
+        head.append(f.message)
+        console.print(head)
+        for ev in f.evidence[:3]:
+            console.print(Text(f"    | {ev}", style="dim"))
+        if f.fix:
+            console.print(Text(f"    fix: {f.fix}", style="green"))
+    for note in report.notes:
+        console.print(Text(note, style="dim"))
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    """The JSON document; ``schema_version`` changes its major part on any breaking change."""
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "nccl-doctor",
+        "tool_version": __version__,
+        "command": report.command,
+        "verdict": report.verdict.value,
+        "summary": report.summary,
+    }
+    doc.update(report.data)
+    doc["findings"] = [f.as_dict() for f in report.sorted_findings()]
+    return doc
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report_dict(report), indent=2, sort_keys=False, default=str) + "\n"
+
+
+def render_junit(report: Report) -> str:
+    """A testsuite per host, a testcase per finding (named by code); fail = failure, warn = passed
+    with system-out (dashboards treat warnings as green, as the exit code does)."""
+    by_host: dict[str, list] = {}
+    for f in report.sorted_findings():
+        by_host.setdefault(f.where.host or socket.gethostname(), []).append(f)
+    root = ET.Element("testsuites", name=f"nccl-doctor {report.command}")
+    total = fails = 0
+    for host, findings in sorted(by_host.items()):
+        nfail = sum(f.severity is Severity.FAIL for f in findings)
+        suite = ET.SubElement(root, "testsuite", name=f"{report.command}.{host}", tests=str(len(findings)),
+                              failures=str(nfail), errors="0", skipped="0")
+        for f in findings:
+            case = ET.SubElement(suite, "testcase", classname=f"{report.command}.{host}",
+                                 name=f"{f.code} {str(f.where) or host}")
+            text = f.message + (f"\nfix: {f.fix}" if f.fix else "")
+            if f.severity is Severity.FAIL:
+                ET.SubElement(case, "failure", message=f.message, type=f.code).text = text
+            else:
+                ET.SubElement(case, "system-out").text = f"[{f.severity.value}] {text}"
+        total += len(findings)
+        fails += nfail
+    root.set("tests", str(total))
+    root.set("failures", str(fails))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

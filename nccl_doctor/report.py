@@ -1,0 +1,133 @@
+"""The one report model every command produces.
+
+A check yields ``Finding``s; a ``Report`` holds them with the command's own data (JSON-ready dicts)
+and the tables its text view shows. Renderers (``render.py``) only read a ``Report``; the exit code is
+a pure function of it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = "1.0"
+
+
+class Severity(str, enum.Enum):
+    """Ordered: a report's verdict is its worst finding."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_RANK = {Severity.PASS: 0, Severity.WARN: 1, Severity.FAIL: 2}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """What a finding is about; every field optional, JSON keeps only the ones set."""
+
+    host: str | None = None
+    rank: int | None = None
+    comm: str | None = None
+    iface: str | None = None
+    device: str | None = None
+    file: str | None = None
+    line: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    def __str__(self) -> str:
+        parts = []
+        if self.host:
+            parts.append(f"host {self.host}")
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        if self.comm:
+            parts.append(f"comm {self.comm}")
+        if self.iface:
+            parts.append(f"iface {self.iface}")
+        if self.device:
+            parts.append(f"device {self.device}")
+        if self.file:
+            parts.append(f"{self.file}:{self.line}" if self.line else self.file)
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One result of one check: a stable code (see ``codes.py``), what is wrong, where, and the fix."""
+
+    code: str
+    severity: Severity
+    message: str
+    fix: str | None = None
+    where: Where = field(default_factory=Where)
+    evidence: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        from .codes import CODES
+
+        return {
+            "code": self.code,
+            "name": CODES[self.code].name if self.code in CODES else None,
+            "severity": self.severity.value,
+            "message": self.message,
+            "fix": self.fix,
+            "where": self.where.as_dict(),
+            "evidence": list(self.evidence),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    """A plain table for the text view; the renderer turns it into a rich Table."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str | None = None
+
+
+@dataclass(kw_only=True)
+class Report:
+    """What a command found. ``data`` holds the command's JSON keys (merged at the top level)."""
+
+    command: str
+    findings: list[Finding] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    summary: str = ""
+
+    def add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+
+    def extend(self, findings) -> None:
+        self.findings.extend(findings)
+
+    @property
+    def verdict(self) -> Severity:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=Severity.PASS)
+
+    def sorted_findings(self) -> list[Finding]:
+        """Worst first, then by code; stable for identical codes."""
+        return sorted(self.findings, key=lambda f: (-f.severity.rank, f.code))
+
+
+def exit_code(report: Report, *, strict: bool = False) -> int:
+    """0 pass or warn, 1 fail (or warn under ``--strict``). 2 is reserved for input errors."""
+    verdict = report.verdict
+    if verdict is Severity.FAIL or (strict and verdict is Severity.WARN):
+        return 1
+    return 0
