@@ -40,3 +40,19 @@ def markdown_table() -> str:
     lines = ["| code | name | meaning |", "|---|---|---|"]
     lines += [f"| `{c.code}` | `{c.name}` | {c.summary} |" for c in CODES.values()]
     return "\n".join(lines)
+
+
+def update_readme(path: str = "README.md") -> None:
+    """Rewrite the table between ``<!-- CODES -->`` and ``<!-- /CODES -->`` in the README."""
+    import re
+    from pathlib import Path
+
+    readme = Path(path)
+    block = f"<!-- CODES -->\n{markdown_table()}\n<!-- /CODES -->"
+    text = readme.read_text()
+    text = re.sub(r"<!-- CODES -->.*?(<!-- /CODES -->|\Z)", lambda _: block, text, count=1, flags=re.S)
+    readme.write_text(text)
+
+
+if __name__ == "__main__":
+    update_readme()

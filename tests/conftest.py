@@ -1,0 +1,57 @@
+"""Shared fixtures: clean colour env, and namespace clusters that always tear down."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/netns.py etc. import as plain modules
+
+import netns  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _plain_env(monkeypatch):
+    """Renderers must not depend on the developer's terminal settings."""
+    for var in ("FORCE_COLOR", "NO_COLOR", "COLUMNS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = netns.can_use_netns()
+    if reason is None:
+        return
+    for item in items:
+        if "netns" in item.keywords or "slurm" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def cluster_factory():
+    """``make(n, **kw)`` builds a started ``netns.Cluster``; all are torn down after the test."""
+    made: list[netns.Cluster] = []
+
+    def make(n: int, **kw) -> netns.Cluster:
+        c = netns.Cluster(n, **kw)
+        made.append(c)
+        return c.up()
+
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.down()
+            assert not netns.leftovers(c.prefix), f"namespaces left behind by {c.prefix}"
+
+
+@pytest.fixture
+def venv_env():
+    """Environment for subprocesses: this interpreter's bin first, quiet torch warnings."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
