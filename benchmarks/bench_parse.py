@@ -1,0 +1,151 @@
+"""Speed and memory of ``nccl-doctor parse`` on a generated NCCL_DEBUG=INFO log of a large job.
+
+Generates the log of an N-node x 8-GPU job (default 4,096 nodes = 32,768 ranks; NCCL 2.21 format,
+IB with GPUDirect RDMA) where every rank sits in three communicators: world, its node (intra-node)
+and its local-rank column across nodes (inter-node). Then reports, in one run:
+
+- parse throughput (MB/s) and peak RSS of ``nccl-doctor parse --format json`` (a subprocess),
+- its time relative to a bare Python loop reading every line, and to ``grep -c "NCCL INFO"``,
+- wall time of ``nccl-doctor parse`` on a small real log (target < 0.3 s).
+
+Targets: <= 3x the bare loop, peak RSS <= 500 MB.
+
+    python benchmarks/bench_parse.py            # full size (hundreds of MB, a few minutes)
+    python benchmarks/bench_parse.py --small    # 64 nodes, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "out"
+SMALL_LOG = ROOT / "fixtures" / "nccl-logs" / "041-h20-ib-gdrdma-cumem-2node.log"
+GPUS = 8
+CHANNELS = 16
+
+
+def generate(path: Path, nodes: int) -> None:
+    """Write the log rank by rank (as NCCL_DEBUG_FILE files concatenated would read)."""
+    nranks = nodes * GPUS
+    world_id = "0x5f3c2a1b9d8e7f60"
+    with open(path, "w", buffering=1 << 20) as fh:
+        fh.write("NCCL version 2.21.5+cuda12.4\n")
+        for r in range(nranks):
+            n, lr = divmod(r, GPUS)
+            host, pid = f"gpu-node{n:05d}", 100000 + r
+            p = f"{host}:{pid}:{pid} [{lr}] NCCL INFO "
+            t = f"{host}:{pid}:{pid + 7} [{lr}] NCCL INFO "
+            ip = f"10.{n // 250 % 250}.{n % 250}.{lr + 1}"
+            out = [
+                f"{p}Bootstrap : Using ib0:{ip}<0>",
+                f"{p}NET/Plugin: No plugin found (libnccl-net.so)",
+                f"{p}NET/Plugin: Using internal network plugin.",
+                f"{p}NCCL_IB_HCA set by environment to mlx5",
+                f"{p}NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [4]mlx5_4:1/IB "
+                f"[5]mlx5_5:1/IB [6]mlx5_6:1/IB [7]mlx5_7:1/IB [RO]; OOB ib0:{ip}<0>",
+                f"{p}Using non-device net plugin version 0",
+                f"{p}Using network IB",
+                f"{p}NCCL version 2.21.5+cuda12.4",
+            ]
+            comms = [  # (commId, rank in comm, nranks, nNodes, localRanks, next rank, prev rank, same node next?)
+                (world_id, r, nranks, nodes, GPUS),
+                (f"0x1{n:015x}", lr, GPUS, 1, GPUS),
+                (f"0x2{lr:015x}", n, nodes, nodes, 1),
+            ]
+            for ci, (cid, cr, cn, cnodes, cloc) in enumerate(comms):
+                ptr = f"0x{0x55d0c0000000 + r * 0x10000 + ci * 0x1000:x}"
+                out.append(f"{t}ncclCommInitRank comm {ptr} rank {cr} nranks {cn} cudaDev {lr} nvmlDev {lr} "
+                           f"busId {lr + 1}b000 commId {cid} - Init START")
+                out.append(f"{t}Setting affinity for GPU {lr} to ffffffff,ffff0000,00000000")
+                out.append(f"{t}comm {ptr} rank {cr} nRanks {cn} nNodes {cnodes} localRanks {cloc} "
+                           f"localRank {lr if cloc > 1 else 0} MNNVL 0")
+                nxt, prv = (cr + 1) % cn, (cr - 1) % cn
+                out.append(f"{t}Trees [0] {nxt}/-1/-1->{cr}->{prv} [1] {nxt}/-1/-1->{cr}->{prv}")
+                out.append(f"{t}P2P Chunksize set to 524288")
+                for ch in range(CHANNELS):
+                    if ci == 1 or (ci == 0 and lr < GPUS - 1):
+                        out.append(f"{t}Channel {ch:02d}/0 : {cr}[{lr}] -> {nxt}[{(lr + 1) % GPUS}] via P2P/CUMEM/read")
+                    else:
+                        out.append(f"{t}Channel {ch:02d}/0 : {cr}[{lr}] -> {nxt}[0] [send] via NET/IB/{lr}/GDRDMA")
+                    if ci == 2 or (ci == 0 and lr == 0):
+                        out.append(f"{t}Channel {ch:02d}/0 : {prv}[{(lr - 1) % GPUS}] -> {cr}[{lr}] [receive] "
+                                   f"via NET/IB/{lr}/GDRDMA")
+                out.append(f"{t}Connected all rings")
+                out.append(f"{t}Connected all trees")
+                out.append(f"{t}32 coll channels, 32 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer")
+                out.append(f"{t}ncclCommInitRank comm {ptr} rank {cr} nranks {cn} cudaDev {lr} nvmlDev {lr} "
+                           f"busId {lr + 1}b000 commId {cid} - Init COMPLETE")
+                out.append(f"{t}Init timings: rank {cr} nranks {cn} total 1.23 (kernels 0.10, bootstrap 0.80, "
+                           f"allgathers 0.01, topo 0.20, graphs 0.02, connections 0.05, rest 0.05)")
+            fh.write("\n".join(out))
+            fh.write("\n")
+
+
+def bare_loop(path: Path) -> float:
+    t = time.perf_counter()
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for _line in fh:
+            pass
+    return time.perf_counter() - t
+
+
+def timed_child(cmd: list[str]) -> tuple[float, int, bytes, int]:
+    """(wall seconds, peak RSS in bytes, stdout, exit code) of one child, measured with wait4."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss * 1024, out, proc.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", action="store_true", help="64 nodes instead of 4,096 (quick run)")
+    ap.add_argument("--nodes", type=int, help="number of nodes (8 GPUs each)")
+    ap.add_argument("--keep", action="store_true", help="reuse an existing generated log")
+    args = ap.parse_args(argv)
+    nodes = args.nodes or (64 if args.small else 4096)
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"nccl-{nodes}x{GPUS}.log"
+    if not (args.keep and path.exists()):
+        t = time.perf_counter()
+        generate(path, nodes)
+        print(f"generated {path} in {time.perf_counter() - t:.1f} s")
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        nlines = sum(1 for _ in fh)
+    print(f"log: {nodes} nodes x {GPUS} GPUs = {nodes * GPUS} ranks, 3 communicators per rank, "
+          f"{size / 1e6:.1f} MB, {nlines} lines")
+
+    bare = min(bare_loop(path) for _ in range(2))
+    t = time.perf_counter()
+    subprocess.run(["grep", "-c", "NCCL INFO", str(path)], stdout=subprocess.DEVNULL, check=False)
+    grep = time.perf_counter() - t
+    cmd = [sys.executable, "-m", "nccl_doctor", "parse", "--format", "json", str(path)]
+    wall, rss, out, rc = timed_child(cmd)
+    doc = json.loads(out)
+    ok = (doc["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines"}
+          and doc["ranks"]["count"] == nodes * GPUS and len(doc["communicators"]) == 1 + nodes + GPUS)
+    small = min(timed_child([sys.executable, "-m", "nccl_doctor", "parse", str(SMALL_LOG)])[0] for _ in range(3))
+
+    print(f"nccl-doctor parse --format json: {wall:.2f} s, {size / 1e6 / wall:.0f} MB/s, "
+          f"peak RSS {rss / 1e6:.0f} MB, exit {rc}, result {'correct' if ok else 'WRONG'} "
+          f"({doc['inter_node']['transport']}, {doc['ranks']['count']} ranks, {len(doc['communicators'])} comms)")
+    print(f"bare Python line loop: {bare:.2f} s  -> parse is {wall / bare:.1f}x (target <= 3x)")
+    print(f"grep -c 'NCCL INFO':   {grep:.2f} s  -> parse is {wall / grep:.1f}x")
+    print(f"peak RSS {rss / 1e6:.0f} MB (target <= 500 MB)")
+    print(f"small log ({SMALL_LOG.name}): {small:.3f} s wall (target < 0.3 s)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,429 @@
+"""``nccl-doctor bench``: all-gather / reduce-scatter / all-reduce bandwidth within and across nodes.
+
+Outside a launcher this process only plans and watches: it starts itself on every local rank
+through torch's elastic launcher (``launch.py``) and returns the verdict the ranks agreed on, or a
+FAIL naming the stage that hung. Inside a launcher (RANK/WORLD_SIZE set) it is a rank: it measures
+(``bench_worker.py``), rank 0 judges and renders, and every rank exits with rank 0's code.
+torch is imported only on the worker path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from .busbw import OPS, format_size, link_gbps, parse_size, parse_sizes
+from .errors import InputError
+from .launch import SlurmInfo, StageFile, in_worker, launch_notes, plan_launch, self_launch, slurm_launch_config
+from .report import Finding, Report, Severity, Table, Where, exit_code
+
+GROUPS = ("world", "intra", "inter")
+OP_ALIASES = {"ag": "all_gather", "rs": "reduce_scatter", "ar": "all_reduce",
+              "all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce"}
+DEFAULT_SIZES = {"cuda": "1M:1G:4", "cpu": "64K:64M:4"}
+ITER_BUDGET = {"cuda": 8 << 30, "cpu": 64 << 20}
+PAIR_SIZE = {"cuda": 256 << 20, "cpu": 16 << 20}
+
+# judging thresholds (why: README "bench" section)
+PEER_OUTLIER = 0.5  # a node below half its peers' median inter-node figure is named
+SLOW_FRACTION = {"nccl": 0.25, "gloo": 0.05}  # below this share of the link rate the link is slow
+ABOVE_LINK = 1.10  # busbw above 110% of the line rate cannot be a per-link figure
+MIN_ITERS = 5
+BIG_ENOUGH = {"nccl": 256 << 20, "gloo": 16 << 20}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("launch (ignored inside torchrun/srun workers that already have RANK)")
+    g.add_argument("--nproc-per-node", type=int, metavar="N",
+                   help="ranks on this node (default: visible GPUs, else SLURM_GPUS_ON_NODE, else 2 CPU ranks)")
+    g.add_argument("--nnodes", type=int, metavar="N", help="nodes (default: SLURM_NNODES under Slurm, else 1)")
+    g.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
+                   help="rendezvous host:port, the same on every node (default under Slurm: first host of the "
+                        "node list, port 29500 + job id %% 1000, or MASTER_PORT)")
+    g.add_argument("--rdzv-id", metavar="ID", help="rendezvous id (default: slurm-<job id>, else nccl-doctor)")
+    g.add_argument("--deadline", type=float, default=600, metavar="SECONDS",
+                   help="kill the whole run after this long and say which stage hung (default: 600)")
+    m = p.add_argument_group("measurement")
+    m.add_argument("--ops", default="all_gather,reduce_scatter,all_reduce",
+                   help="comma list of all_gather, reduce_scatter, all_reduce (or ag, rs, ar)")
+    m.add_argument("--groups", default="world,intra,inter",
+                   help="comma list of world, intra (ranks of one node), inter (one rank per node)")
+    m.add_argument("--sizes", help="comma list (64K,1M) or MIN:MAX[:FACTOR] of full-buffer sizes "
+                                   "(default 1M:1G:4 on GPU, 64K:64M:4 on CPU)")
+    m.add_argument("--iters", type=int, metavar="N", help="timed iterations per size (default: by size, 5-50)")
+    m.add_argument("--warmup", type=int, default=1, metavar="N", help="untimed iterations per size (default: 1)")
+    m.add_argument("--pair-size", metavar="SIZE", help="node-pair test size (default 256M on GPU, 16M on CPU)")
+    m.add_argument("--no-pairs", action="store_true", help="skip the per-node pair pass")
+    m.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
+                   help="init_process_group timeout, also bounds each collective (default: 120)")
+    m.add_argument("--cpu", action="store_true", help="use Gloo on CPU even when GPUs are visible")
+
+
+# --- argument checks (both sides) -------------------------------------------------------------------
+def parse_ops(text: str) -> tuple[str, ...]:
+    ops = []
+    for raw in (t.strip().lower() for t in text.split(",") if t.strip()):
+        op = OP_ALIASES.get(raw, raw)
+        if op not in OPS:
+            raise InputError(f"--ops: unknown op {raw!r}; choose from {', '.join(OPS)} (or ag, rs, ar)")
+        if op not in ops:
+            ops.append(op)
+    if not ops:
+        raise InputError("--ops: empty")
+    return tuple(ops)
+
+
+def parse_groups(text: str) -> tuple[str, ...]:
+    groups = tuple(dict.fromkeys(t.strip().lower() for t in text.split(",") if t.strip()))
+    bad = [g for g in groups if g not in GROUPS]
+    if bad or not groups:
+        raise InputError(f"--groups: unknown {', '.join(bad) or '(empty)'}; choose from {', '.join(GROUPS)}")
+    return groups
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Fail fast, before anything is launched."""
+    parse_ops(args.ops)
+    parse_groups(args.groups)
+    try:
+        if args.sizes:
+            parse_sizes(args.sizes)
+        if args.pair_size:
+            parse_size(args.pair_size)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    for name in ("iters", "nproc_per_node", "nnodes"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    if args.warmup < 0 or args.timeout <= 0 or args.deadline <= 0:
+        raise InputError("--warmup must be >= 0, --timeout and --deadline > 0")
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The workers' command line: the measurement and output options, never the launch ones."""
+    out = ["bench", "--ops", args.ops, "--groups", args.groups, "--warmup", str(args.warmup),
+           "--timeout", str(args.timeout), "--format", args.format]
+    for flag, value in (("--sizes", args.sizes), ("--iters", args.iters), ("--pair-size", args.pair_size)):
+        if value is not None:
+            out += [flag, str(value)]
+    for flag, path in (("--json-out", args.json_out), ("--junit-out", args.junit_out)):
+        if path is not None:
+            out += [flag, str(Path(path).resolve())]
+    out += [f for f, on in (("--no-pairs", args.no_pairs), ("--cpu", args.cpu), ("--strict", args.strict)) if on]
+    return out
+
+
+# --- entry -----------------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> Report | int:
+    check_args(args)
+    if in_worker(os.environ):
+        return run_worker(args, os.environ)
+    cfg = plan_launch(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
+                      rdzv_id=args.rdzv_id, join_timeout_s=args.deadline + 60,  # our deadline fires first
+                      deadline_s=args.deadline, env=os.environ)
+    outcome = self_launch(worker_argv(args), cfg)
+    if outcome.worker_code is not None and not outcome.timed_out:
+        return outcome.worker_code
+    report = Report(command="bench")
+    code, name = ("ND309", "the run hit its deadline") if outcome.timed_out else ("ND311", "the workers failed")
+    stage = outcome.stuck_stage()
+    report.add(Finding(
+        code=code, severity=Severity.FAIL, message=outcome.describe(), where=Where(host=outcome.host),
+        fix=_stage_fix(stage), evidence=tuple(f"rank {s.rank} on {s.host}: {s.stage}" for s in outcome.stages)))
+    report.summary = f"{name} in stage {stage}"
+    report.notes.extend(cfg.notes)
+    report.data = {"stage": stage, "timed_out": outcome.timed_out, "returncode": outcome.returncode,
+                   "elapsed_s": round(outcome.elapsed_s, 2), "results": [], "nodes": []}
+    return report
+
+
+def _stage_fix(stage: str) -> str:
+    if stage == "rendezvous":
+        return ("start nccl-doctor on every node (srun --ntasks-per-node=1 nccl-doctor bench), with the same "
+                "--rdzv-endpoint, and check that the rendezvous host's port is reachable from every node")
+    if stage in ("init", "topology", "groups"):
+        return ("check that every node reaches the others on the interface in GLOO_SOCKET_IFNAME / "
+                "NCCL_SOCKET_IFNAME (nccl-doctor probe), and that firewalls allow the ephemeral ports")
+    return ("rerun with NCCL_DEBUG=INFO and read the stuck ranks' hosts first (nccl-doctor parse); "
+            "drain a host that hangs again")
+
+
+def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Report | int:
+    """One rank. Rank 0 returns the Report (or renders it itself under our launcher); the others
+    return the shared exit code (0 under our launcher, which reads the code from the stage files)."""
+    import torch.distributed as dist
+
+    from . import bench_worker as bw
+
+    rank = int(env["RANK"])
+    host = socket.gethostname()
+    stage_file = StageFile(rank, host, env)
+    stage_file.set("init")
+    try:
+        device = bw.init_from_env(timeout_s=args.timeout, env=env, force_cpu=args.cpu)
+    except (RuntimeError, ValueError) as exc:
+        return _finish(args, rank, stage_file, _failure_report(
+            bw.BenchFailure("init", [], [], str(exc)), host, env), shared=False)
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    cfg = bw.BenchConfig(
+        ops=parse_ops(args.ops), groups=parse_groups(args.groups),
+        sizes=tuple(parse_sizes(args.sizes or DEFAULT_SIZES[kind])), iters=args.iters, warmup=args.warmup,
+        budget_bytes=ITER_BUDGET[kind], pairs=not args.no_pairs,
+        pair_size=parse_size(args.pair_size) if args.pair_size else PAIR_SIZE[kind], timeout_s=args.timeout)
+    progress = ProgressPrinter(sys.stderr) if rank == 0 else None
+    try:
+        result = bw.run_bench(cfg, env=env, progress=progress, stages=bw.Stages(rank, host, env))
+    except bw.BenchFailure as failure:
+        return _finish(args, rank, stage_file, _failure_report(failure, host, env), shared=False)
+    finally:
+        if progress:
+            progress.close()
+    report = build_report(result, judge(result, slurm=slurm_launch_config(env)), notes=launch_notes(env))
+    code = bw.share_code(exit_code(report, strict=args.strict), device)
+    dist.destroy_process_group()
+    return _finish(args, rank, stage_file, report, code=code)
+
+
+def _finish(args, rank: int, stage_file: StageFile, report: Report, *, code: int | None = None,
+            shared: bool = True) -> Report | int:
+    if code is None:
+        code = exit_code(report, strict=args.strict)
+    if rank == 0 and stage_file.managed:
+        from .cli import emit
+
+        emit(report, args)
+    if stage_file.managed:
+        stage_file.set("done" if shared else "failed", code=code)
+        # A shared verdict: exit 0, the launcher returns the recorded code and torchrun stays quiet.
+        # A failure: exit non-zero so torchrun stops the ranks still waiting on the broken collective.
+        return 0 if shared else max(code, 1)
+    return report if rank == 0 else code
+
+
+def _failure_report(failure, host: str, env: Mapping[str, str]) -> Report:
+    report = Report(command="bench", summary=f"stage {failure.stage} failed")
+    who = ", ".join(f"rank {r} ({h})" for r, h in zip(failure.missing, failure.hosts))
+    msg = f"stage {failure.stage} failed on rank {env.get('RANK')} ({host})"
+    msg += f"; ranks that never reached it: {who}" if who else "; every rank reached it (a peer failed inside it)"
+    report.add(Finding(code="ND310", severity=Severity.FAIL, message=msg, where=Where(host=host, rank=int(env.get("RANK", 0))),
+                       fix=_stage_fix(failure.stage.split()[0] if failure.stage else ""),
+                       evidence=tuple(line for line in failure.error.splitlines()[:3] if line.strip())))
+    report.data = {"stage": failure.stage, "missing_ranks": failure.missing, "missing_hosts": failure.hosts,
+                   "results": [], "nodes": []}
+    report.notes.extend(launch_notes(env))
+    return report
+
+
+# --- progress --------------------------------------------------------------------------------------
+class ProgressPrinter:
+    """A rich progress bar on a terminal; in a job log, one line per finished op and group."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.bar = None
+        self.last_key = None
+        self.best = 0.0
+        if hasattr(stream, "isatty") and stream.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(file=stream), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("bench", total=None)
+
+    def __call__(self, done: int, total: int, label: str, item) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total, description=label)
+            return
+        key = tuple(label.split()[:2])
+        busbw = getattr(item, "busbw_gbps", 0.0)
+        if key != self.last_key:
+            self.best = 0.0
+        self.best = max(self.best, busbw)
+        self.last_key = key
+        print(f"nccl-doctor bench: [{done}/{total}] {label}: busbw {busbw:.3f} GB/s" if item is not None
+              else f"nccl-doctor bench: [{done}/{total}] {label} done", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# --- judging ---------------------------------------------------------------------------------------
+def judge(result, *, slurm: SlurmInfo | None = None) -> list[Finding]:
+    """Findings from one ``BenchResult``: wrong data, slow nodes or links, and figures not to trust."""
+    out: list[Finding] = []
+    out += _judge_wrong(result)
+    out += _judge_nodes(result)
+    out += _judge_trust(result, slurm)
+    if not any(f.severity is Severity.FAIL for f in out) and result.results:
+        best = max(result.results, key=lambda m: m.busbw_gbps)
+        out.append(Finding(code="ND300", severity=Severity.PASS,
+                           message=f"{len(result.results)} measurements verified, 0 wrong elements; peak busbw "
+                                   f"{best.busbw_gbps:.3f} GB/s ({best.op} {best.group} {format_size(best.size_bytes)})"))
+    return out
+
+
+def _judge_wrong(result) -> list[Finding]:
+    out = []
+    for m in result.results:
+        if m.wrong:
+            out.append(Finding(code="ND301", severity=Severity.FAIL,
+                               message=f"{m.op} on {m.group} ({m.group_size} ranks) at {format_size(m.size_bytes)} "
+                                       f"returned {m.wrong} wrong elements",
+                               fix="a rank computes or moves corrupt data: rerun with NCCL_DEBUG=WARN, check "
+                                   "dmesg for Xid/ECC errors, and drain the host if it repeats"))
+    for p in result.pairs:
+        if p.wrong:
+            a, b = result.nodes[p.a].host, result.nodes[p.b].host
+            out.append(Finding(code="ND301", severity=Severity.FAIL, where=Where(host=a),
+                               message=f"node pair {a} <-> {b} returned {p.wrong} wrong elements",
+                               fix=f"check the link between {a} and {b} and both hosts' dmesg"))
+    return out
+
+
+def node_rows(result) -> list[dict]:
+    """Each node with its inter-node figure, its link rate, % of link and its peers' median."""
+    figs = {n.index: result.node_figure(n.index) for n in result.nodes}
+    rows = []
+    for n in result.nodes:
+        fig = figs[n.index]
+        peers = [v for k, v in figs.items() if k != n.index and v is not None]
+        link = link_gbps(n.link_mbit) if n.link_mbit else None
+        rows.append({
+            "host": n.host, "index": n.index, "ranks": list(n.ranks), "iface": n.iface,
+            "link_gbps": round(link, 4) if link else None,
+            "inter_node_busbw_gbps": round(fig, 4) if fig is not None else None,
+            "pct_of_link": round(100 * fig / link, 1) if fig is not None and link else None,
+            "peer_median_gbps": round(statistics.median(peers), 4) if len(peers) >= 2 else None,
+            "pairs": [result.nodes[p.b if p.a == n.index else p.a].host
+                      for p in result.pairs if n.index in (p.a, p.b)],
+        })
+    return rows
+
+
+def _judge_nodes(result) -> list[Finding]:
+    out: list[Finding] = []
+    rows = [r for r in node_rows(result) if r["inter_node_busbw_gbps"] is not None]
+    slow_frac = SLOW_FRACTION.get(result.backend, 0.25)
+    if len(rows) == 2:
+        fig = rows[0]["inter_node_busbw_gbps"]
+        links = [r["link_gbps"] for r in rows if r["link_gbps"]]
+        if links and fig < slow_frac * min(links):
+            a, b = rows[0]["host"], rows[1]["host"]
+            out.append(Finding(
+                code="ND303", severity=Severity.FAIL, where=Where(host=a),
+                message=f"the link between {a} and {b} moves {fig:.3f} GB/s, {100 * fig / min(links):.1f}% of "
+                        f"the {min(links):.2f} GB/s line rate; with two nodes it cannot tell which end is slow",
+                fix=f"rerun with a third node (the pair pass then names the slow node), or check both ends: "
+                    f"`ethtool {rows[0]['iface'] or '<iface>'}`, `tc qdisc show`, switch port counters"))
+        return out
+    for r in rows:
+        fig, med = r["inter_node_busbw_gbps"], r["peer_median_gbps"]
+        if med and fig < PEER_OUTLIER * med:
+            out.append(Finding(
+                code="ND302", severity=Severity.FAIL, where=Where(host=r["host"], iface=r["iface"]),
+                message=f"inter-node bandwidth of {r['host']} is {fig:.3f} GB/s, {100 * fig / med:.0f}% of its "
+                        f"peers' median {med:.3f} GB/s (pairs with {', '.join(r['pairs'])})",
+                fix=f"drain {r['host']} (e.g. `scontrol update nodename={r['host']} state=drain reason=slow-link`) "
+                    f"and check its link: `ethtool {r['iface'] or '<iface>'}`, `tc qdisc show dev "
+                    f"{r['iface'] or '<iface>'}`, cable and switch port"))
+        elif r["link_gbps"] and fig < slow_frac * r["link_gbps"]:
+            out.append(Finding(
+                code="ND304", severity=Severity.WARN, where=Where(host=r["host"], iface=r["iface"]),
+                message=f"inter-node bandwidth of {r['host']} is {fig:.3f} GB/s, {r['pct_of_link']}% of its "
+                        f"{r['link_gbps']:.2f} GB/s link ({result.backend})",
+                fix="check that traffic takes the fast interface (nccl-doctor probe) and that NCCL uses the "
+                    "IB/RoCE transport, not sockets (nccl-doctor parse on an NCCL_DEBUG=INFO log)"))
+    return out
+
+
+def _judge_trust(result, slurm: SlurmInfo | None) -> list[Finding]:
+    out: list[Finding] = []
+    if result.results:
+        biggest = max(m.size_bytes for m in result.results)
+        need = BIG_ENOUGH.get(result.backend, BIG_ENOUGH["nccl"])
+        if biggest < need:
+            out.append(Finding(code="ND306", severity=Severity.WARN,
+                               message=f"largest size {format_size(biggest)} is below {format_size(need)}: small "
+                                       "messages are latency-bound, so these figures understate the bandwidth",
+                               fix=f"rerun with --sizes up to at least {format_size(need)}"))
+        few = min(m.iters for m in result.results)
+        if few < MIN_ITERS:
+            out.append(Finding(code="ND307", severity=Severity.WARN,
+                               message=f"only {few} timed iteration(s) per size: one slow iteration dominates",
+                               fix=f"rerun with --iters {MIN_ITERS} or more (or leave --iters unset)"))
+    for r in node_rows(result):
+        fig, link = r["inter_node_busbw_gbps"], r["link_gbps"]
+        if fig is not None and link and fig > ABOVE_LINK * link:
+            out.append(Finding(code="ND305", severity=Severity.WARN, where=Where(host=r["host"], iface=r["iface"]),
+                               message=f"inter-node figure {fig:.3f} GB/s is above the {link:.2f} GB/s line rate of "
+                                       f"{r['iface']}: traffic took another path, so it is not this link's figure",
+                               fix="set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface to test"))
+    if slurm is not None:
+        local = result.local_world_size
+        if slurm.nnodes != result.nnodes or (slurm.gpus_on_node and slurm.gpus_on_node != local):
+            want = f"{slurm.nnodes} node(s)" + (f" x {slurm.gpus_on_node} GPU(s)" if slurm.gpus_on_node else "")
+            out.append(Finding(code="ND308", severity=Severity.WARN,
+                               message=f"the bench ran {result.nnodes} node(s) x {local} rank(s), but Slurm "
+                                       f"allocated {want}: figures are not for the whole allocation",
+                               fix="run `srun --ntasks-per-node=1 nccl-doctor bench` inside the allocation, "
+                                   "without --nnodes/--nproc-per-node"))
+    return out
+
+
+# --- the report ------------------------------------------------------------------------------------
+def result_rows(result) -> list[dict]:
+    return [{"op": m.op, "group": m.group, "group_size": m.group_size, "size_bytes": m.size_bytes,
+             "count": m.count, "dtype": m.dtype, "iters": m.iters, "time_us": round(m.time_us, 2),
+             "algbw_gbps": round(m.algbw_gbps, 4), "busbw_gbps": round(m.busbw_gbps, 4), "wrong": m.wrong,
+             "in_place": m.in_place} for m in result.results]
+
+
+def build_report(result, findings: list[Finding], *, notes: list[str] = ()) -> Report:
+    report = Report(command="bench", findings=list(findings), notes=list(notes))
+    by_table: dict[tuple[str, str], list] = {}
+    for m in result.results:
+        by_table.setdefault((m.op, m.group), []).append(m)
+    for (op, group), ms in by_table.items():
+        redop = "sum" if op != "all_gather" else "none"
+        report.tables.append(Table(
+            title=f"{op} on {group} ({ms[0].group_size} ranks, {result.backend}, out-of-place)",
+            columns=("size (B)", "count", "type", "redop", "iters", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
+                     "#wrong"),
+            rows=tuple((str(m.size_bytes), str(m.count), "float", redop, str(m.iters), f"{m.time_us:.1f}",
+                        f"{m.algbw_gbps:.3f}", f"{m.busbw_gbps:.3f}", str(m.wrong)) for m in ms)))
+    nodes = node_rows(result)
+    if result.pairs:
+        report.tables.append(Table(
+            title=f"inter-node figure per node (ping-pong of {format_size(result.pairs[0].size_bytes)} "
+                  "with each ring neighbour, GB/s one way, best of its pairs)",
+            columns=("host", "iface", "link (GB/s)", "busbw (GB/s)", "% of link", "peers' median", "pairs with"),
+            rows=tuple((r["host"], r["iface"] or "-", _f(r["link_gbps"]), _f(r["inter_node_busbw_gbps"]),
+                        _f(r["pct_of_link"], "{:.1f}"), _f(r["peer_median_gbps"]), ", ".join(r["pairs"]))
+                       for r in nodes)))
+    report.notes += [f"skipped group {s}" for s in result.skipped]
+    report.data = {
+        "backend": result.backend, "device": result.device.split(":")[0], "world_size": result.world_size,
+        "nnodes": result.nnodes, "local_world_size": result.local_world_size,
+        "elapsed_s": round(result.elapsed_s, 2), "results": result_rows(result), "nodes": nodes,
+        "pairs": [{"a": result.nodes[p.a].host, "b": result.nodes[p.b].host, "size_bytes": p.size_bytes,
+                   "iters": p.iters, "time_us": round(p.time_us, 2), "busbw_gbps": round(p.busbw_gbps, 4),
+                   "wrong": p.wrong} for p in result.pairs],
+        "skipped_groups": list(result.skipped),
+    }
+    peak = {}
+    for m in result.results:
+        peak[(m.op, m.group)] = max(peak.get((m.op, m.group), 0.0), m.busbw_gbps)
+    report.summary = "; ".join(f"{op} {g} {v:.3f} GB/s" for (op, g), v in peak.items()) + " peak busbw"
+    return report
+
+
+def _f(v, fmt: str = "{:.3f}") -> str:
+    return "-" if v is None else fmt.format(v)

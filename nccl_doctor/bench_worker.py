@@ -1,0 +1,462 @@
+"""The rank side of ``bench``: groups, the size sweep, timing, verification and the node-pair pass.
+
+Imported only inside worker processes (it imports torch at the top). ``run_bench`` works inside any
+already initialised default process group, so ``preflight`` can call it from its own workers.
+Every rank ends with the same ``BenchResult``: each figure is reduced over the world (max time,
+summed wrong elements), so judging gives one verdict everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .busbw import GB, auto_iters, busbw_gbps, format_size, round_size
+from .launch import StageFile, route_to
+
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+HOST_BYTES = 64
+STALL_ENV = "NCCL_DOCTOR_TEST_STALL"  # "RANK:STAGE-PREFIX": that rank hangs there (hang-diagnosis tests)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    ops: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
+    groups: tuple[str, ...] = ("world", "intra", "inter")
+    sizes: tuple[int, ...]
+    iters: int | None = None  # None: auto_iters per size within budget_bytes
+    warmup: int = 1
+    budget_bytes: int = 64 << 20
+    pairs: bool = True
+    pair_size: int = 16 << 20
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    op: str
+    group: str
+    group_size: int
+    size_bytes: int
+    count: int  # elements per rank passed to the collective (nccl-tests' "count" for AG/RS)
+    iters: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int
+    dtype: str = "float32"
+    in_place: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeInfo:
+    index: int
+    host: str
+    ranks: tuple[int, ...]
+    iface: str | None
+    link_mbit: int | None  # sysfs speed of the interface in use; None when unknown
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairResult:
+    a: int  # node indices
+    b: int
+    size_bytes: int
+    iters: int
+    time_us: float
+    busbw_gbps: float  # ping-pong: 2 x size bytes over the link per (time per round trip)
+    wrong: int
+
+
+@dataclass(kw_only=True)
+class BenchResult:
+    backend: str
+    device: str
+    world_size: int
+    local_world_size: int
+    nodes: list[NodeInfo]
+    results: list[Measurement] = field(default_factory=list)
+    pairs: list[PairResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # groups not measured, and why
+    elapsed_s: float = 0.0
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.nodes)
+
+    def node_figure(self, index: int) -> float | None:
+        """A node's inter-node figure: its best pair. A slow node is slow with every partner; a good
+        node next to a slow one still has one good pair."""
+        mine = [p.busbw_gbps for p in self.pairs if index in (p.a, p.b)]
+        return max(mine) if mine else None
+
+
+class BenchFailure(RuntimeError):
+    """A collective failed or timed out; names the stage and the ranks that never got there."""
+
+    def __init__(self, stage: str, missing: list[int], hosts: list[str], error: str):
+        self.stage, self.missing, self.hosts, self.error = stage, missing, hosts, error
+        who = ", ".join(f"rank {r} ({h})" for r, h in zip(missing, hosts)) or "none recorded"
+        super().__init__(f"stage {stage} failed: {error.splitlines()[0] if error else '?'}; "
+                         f"ranks that did not reach it: {who}")
+
+
+Progress = Callable[[int, int, str, "Measurement | PairResult | None"], None]
+
+
+# --- stages ---------------------------------------------------------------------------------------
+class Stages:
+    """Each rank marks the stage it enters in its stage file and as a key in the rendezvous store,
+    so on a timeout we can name who never arrived (the store outlives a dead rank)."""
+
+    def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ):
+        self.rank = rank
+        self.file = StageFile(rank, host, env)
+        self.current = "init"
+        rank_text, _, prefix = env.get(STALL_ENV, "").partition(":")
+        self.stall = prefix if rank_text == str(rank) and prefix else None
+        try:
+            self.store = dist.distributed_c10d._get_default_store()
+        except Exception:  # noqa: BLE001 - private API; without it we only lose "who is missing"
+            self.store = None
+
+    def enter(self, stage: str) -> None:
+        self.current = stage
+        if self.stall and stage.startswith(self.stall):
+            time.sleep(3600)  # test seam: a rank that hangs before this stage
+        self.file.set(stage)
+        if self.store is not None:
+            try:
+                self.store.set(f"ncd/{stage}/{self.rank}", "1")
+            except Exception:  # noqa: BLE001
+                self.store = None
+
+    def missing(self, ranks: list[int]) -> list[int]:
+        if self.store is None:
+            return []
+        try:
+            return [r for r in ranks if not self.store.check([f"ncd/{self.current}/{r}"])]
+        except Exception:  # noqa: BLE001
+            return []
+
+
+# --- setup ----------------------------------------------------------------------------------------
+def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, force_cpu: bool = False) -> str:
+    """init_process_group with a timeout, always: NCCL on CUDA, Gloo otherwise. Returns the device."""
+    local_rank = int(env.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() and not force_cpu
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=timeout_s))
+    return f"cuda:{local_rank}" if use_cuda else "cpu"
+
+
+def local_link(env: Mapping[str, str], backend: str, sys_root: Path = Path("/sys")) -> tuple[str | None, int | None]:
+    """The interface this rank's inter-node traffic uses, and its sysfs speed in Mb/s.
+
+    The interface: GLOO_SOCKET_IFNAME (gloo) or NCCL_SOCKET_IFNAME (nccl) when it names one plainly,
+    else the one that routes to MASTER_ADDR."""
+    var = "GLOO_SOCKET_IFNAME" if backend == "gloo" else "NCCL_SOCKET_IFNAME"
+    first = (env.get(var) or "").split(",")[0].strip()
+    iface = first if first and first[0] not in "^=" and (sys_root / "class/net" / first).exists() else None
+    if iface is None and env.get("MASTER_ADDR"):
+        try:
+            iface = route_to(env["MASTER_ADDR"], int(env.get("MASTER_PORT", "29500"))).iface
+        except Exception:  # noqa: BLE001 - best effort: the figure is still measured
+            iface = None
+    if not iface or iface == "lo":
+        return iface, None
+    try:
+        speed = int((sys_root / "class/net" / iface / "speed").read_text().strip())
+    except (OSError, ValueError):
+        return iface, None
+    return iface, speed if speed > 0 else None
+
+
+def gather_nodes(device: str, env: Mapping[str, str], backend: str) -> list[NodeInfo]:
+    """One all_gather of (node, local rank, link speed, hostname) from every rank."""
+    host = socket.gethostname()
+    node = int(env.get("GROUP_RANK", "-1"))
+    iface, speed = local_link(env, backend)
+    raw = host.encode()[:HOST_BYTES].ljust(HOST_BYTES, b"\0")
+    ifraw = (iface or "").encode()[:16].ljust(16, b"\0")
+    mine = torch.tensor([node, speed or 0, *raw, *ifraw], dtype=torch.int64, device=device)
+    world = dist.get_world_size()
+    out = torch.empty(world * mine.numel(), dtype=torch.int64, device=device)
+    _all_gather(out, mine)
+    rows = out.view(world, -1).cpu().tolist()
+    per_rank = [(r[0], r[1], bytes(r[2:2 + HOST_BYTES]).rstrip(b"\0").decode(errors="replace"),
+                 bytes(r[2 + HOST_BYTES:]).rstrip(b"\0").decode(errors="replace")) for r in rows]
+    keys: list = []
+    for node_id, _, h, _ in per_rank:  # torchrun's GROUP_RANK when present, else the hostname
+        key = node_id if node_id >= 0 else h
+        if key not in keys:
+            keys.append(key)
+    nodes = []
+    for i, key in enumerate(keys):
+        ranks = tuple(r for r, (n, _, h, _) in enumerate(per_rank) if (n if n >= 0 else h) == key)
+        _, speed0, h0, if0 = per_rank[ranks[0]]
+        nodes.append(NodeInfo(index=i, host=h0, ranks=ranks, iface=if0 or None, link_mbit=speed0 or None))
+    return nodes
+
+
+def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) -> tuple[dict, list[str]]:
+    """``world``, plus ``intra``/``inter`` as the "fsdp"/"dp" dims of the HSDP mesh
+    ``init_device_mesh(dev, (nodes, local), mesh_dim_names=("dp", "fsdp"))``, when they differ from world."""
+    groups: dict[str, object] = {}
+    skipped: list[str] = []
+    if "world" in wanted:
+        groups["world"] = dist.group.WORLD
+    local = len(nodes[0].ranks)
+    uniform = all(n.ranks == tuple(range(n.index * local, (n.index + 1) * local)) for n in nodes)
+    want_sub = [g for g in ("intra", "inter") if g in wanted]
+    if not want_sub:
+        return groups, skipped
+    if len(nodes) == 1 or local == 1:
+        skipped += [f"{g}: same as world ({len(nodes)} node(s) x {local} rank(s))" for g in want_sub]
+        return groups, skipped
+    if not uniform:
+        skipped += [f"{g}: nodes have different rank counts or non-contiguous ranks" for g in want_sub]
+        return groups, skipped
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.split(":")[0], (len(nodes), local), mesh_dim_names=("dp", "fsdp"))
+    if "intra" in want_sub:
+        groups["intra"] = mesh["fsdp"].get_group()
+    if "inter" in want_sub:
+        groups["inter"] = mesh["dp"].get_group()
+    return groups, skipped
+
+
+# --- measuring -------------------------------------------------------------------------------------
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _buffers(op: str, size: int, n: int, grank: int, device: str):
+    total = size // 4
+    chunk = total // n
+    if op == "all_gather":
+        inp = torch.full((chunk,), float(grank + 1), device=device)
+        out = torch.empty(total, device=device)
+        return (lambda g: _all_gather(out, inp, group=g)), inp, out, chunk
+    if op == "reduce_scatter":
+        inp = torch.full((total,), float(grank + 1), device=device)
+        out = torch.empty(chunk, device=device)
+        return (lambda g: _reduce_scatter(out, inp, group=g)), inp, out, chunk
+    if op == "all_reduce":
+        buf = torch.zeros(total, device=device)  # zeros while timing: repeated sums stay finite
+        return (lambda g: dist.all_reduce(buf, group=g)), buf, buf, total
+    raise ValueError(f"unknown op {op!r}")
+
+
+def _count_wrong(op: str, fn, inp, out, n: int, grank: int, group) -> int:
+    """One checked run with known inputs, like nccl-tests' validation pass."""
+    expected_sum = n * (n + 1) / 2
+    if op == "all_gather":
+        fn(group)
+        want = torch.arange(1, n + 1, dtype=out.dtype, device=out.device).repeat_interleave(out.numel() // n)
+        return int((out != want).sum())
+    if op == "reduce_scatter":
+        fn(group)
+        return int((out != expected_sum).sum())
+    inp.fill_(float(grank + 1))
+    fn(group)
+    return int((out != expected_sum).sum())
+
+
+def _time(fn, group, iters: int, device: str) -> float:
+    """Seconds per op on this rank: CUDA events on GPU, host clock around a barrier on CPU."""
+    _barrier(group, device)
+    if device.startswith("cuda"):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn(group)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn(group)
+    return (time.perf_counter() - t0) / iters
+
+
+def _barrier(group, device: str) -> None:
+    t = torch.zeros(1, device=device)
+    dist.all_reduce(t, group=group)
+    _sync(device)
+
+
+def _world_reduce(device: str, seconds: float, wrong: int) -> tuple[float, int]:
+    """Max time and total wrong elements over every rank (all concurrent groups included)."""
+    t = torch.tensor([seconds], dtype=torch.float64, device=device)
+    w = torch.tensor([wrong], dtype=torch.int64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(w)
+    return float(t.item()), int(w.item())
+
+
+def measure(op: str, group_name: str, group, size: int, cfg: BenchConfig, device: str) -> Measurement:
+    """One (op, group, size) point; every rank of the world calls it (each in its own sub-group)."""
+    n = dist.get_world_size(group)
+    grank = dist.get_rank(group)
+    size = round_size(size, n)
+    iters = cfg.iters or auto_iters(size, budget_bytes=cfg.budget_bytes)
+    fn, inp, out, count = _buffers(op, size, n, grank, device)
+    for _ in range(cfg.warmup):
+        fn(group)
+    seconds = _time(fn, group, iters, device)
+    wrong = _count_wrong(op, fn, inp, out, n, grank, group)
+    seconds, wrong = _world_reduce(device, seconds, wrong)
+    return Measurement(op=op, group=group_name, group_size=n, size_bytes=size, count=count, iters=iters,
+                       time_us=seconds * 1e6, algbw_gbps=size / seconds / GB if seconds else 0.0,
+                       busbw_gbps=busbw_gbps(op, size, seconds, n), wrong=wrong)
+
+
+def pair_rounds(nnodes: int) -> list[list[tuple[int, int]]]:
+    """The ring of nodes (i, i+1) split into rounds of disjoint pairs: O(N) pairs, 1 (N=2), 2 (even)
+    or 3 (odd) rounds; every node meets both ring neighbours, never all-pairs."""
+    if nnodes < 2:
+        return []
+    if nnodes == 2:
+        return [[(0, 1)]]
+    edges = [(i, (i + 1) % nnodes) for i in range(nnodes)]
+    rounds: list[list[tuple[int, int]]] = []
+    for e in edges:
+        for r in rounds:
+            if not any(set(e) & set(p) for p in r):
+                r.append(e)
+                break
+        else:
+            rounds.append([e])
+    return rounds
+
+
+def _ping_pong(size: int, ends: tuple[int, int], rank: int, device: str):
+    """``size`` bytes one way, then back: one direction at a time, so each flow's ACKs cross an idle
+    link and a shaped link shows its rate (a simultaneous exchange loses about a third to queued ACKs)."""
+    first = rank == ends[0]
+    other = ends[1] if first else ends[0]
+    send = torch.full((size // 4,), float(rank + 1), device=device)
+    recv = torch.empty(size // 4, device=device)
+
+    def fn(g):
+        if first:
+            dist.send(send, dst=other, group=g)
+            dist.recv(recv, src=other, group=g)
+        else:
+            dist.recv(recv, src=other, group=g)
+            dist.send(send, dst=other, group=g)
+
+    def check(g) -> int:
+        recv.zero_()
+        fn(g)
+        return int((recv != float(other + 1)).sum())
+
+    return fn, check
+
+
+def measure_pairs(nodes: list[NodeInfo], cfg: BenchConfig, device: str, stages: Stages,
+                  progress: Progress | None = None, done: int = 0, total: int = 0) -> list[PairResult]:
+    """Each node's first rank ping-pongs ``pair_size`` bytes with its partner's, all pairs of a round at
+    once; the figure is bytes over the link per second, one direction at a time (sendrecv busbw)."""
+    rounds = pair_rounds(len(nodes))
+    rank = dist.get_rank()
+    pair_groups = {}
+    for r in rounds:  # every rank creates every group, in the same order
+        for a, b in r:
+            pair_groups[(a, b)] = dist.new_group([nodes[a].ranks[0], nodes[b].ranks[0]])
+    size = round_size(cfg.pair_size, 2)
+    iters = cfg.iters or auto_iters(size, budget_bytes=cfg.budget_bytes, lo=3)
+    results = []
+    for ri, r in enumerate(rounds):
+        stages.enter(f"node-pairs round {ri + 1}/{len(rounds)} " + " ".join(
+            f"{nodes[a].host}<->{nodes[b].host}" for a, b in r))
+        times = torch.zeros(len(r), dtype=torch.float64, device=device)
+        wrong = torch.zeros(len(r), dtype=torch.int64, device=device)
+        for k, (a, b) in enumerate(r):
+            ends = (nodes[a].ranks[0], nodes[b].ranks[0])
+            if rank not in ends:
+                continue
+            g = pair_groups[(a, b)]
+            fn, check = _ping_pong(size, ends, rank, device)
+            for _ in range(cfg.warmup):
+                fn(g)
+            times[k] = _time(fn, g, iters, device)
+            wrong[k] = check(g)
+        dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        dist.all_reduce(wrong)
+        for k, (a, b) in enumerate(r):
+            s = float(times[k].item())
+            pr = PairResult(a=a, b=b, size_bytes=size, iters=iters, time_us=s * 1e6,
+                            busbw_gbps=busbw_gbps("sendrecv", 2 * size, s, 2), wrong=int(wrong[k].item()))
+            results.append(pr)
+        done += 1
+        if progress:
+            progress(done, total, f"node pairs round {ri + 1}/{len(rounds)}", None)
+    return results
+
+
+def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress: Progress | None = None,
+              stages: Stages | None = None) -> BenchResult:
+    """The whole sweep inside an already initialised default process group. Raises ``BenchFailure``
+    naming the stage and the ranks that never reached it when a collective fails or times out."""
+    t0 = time.monotonic()
+    rank = dist.get_rank()
+    backend = str(dist.get_backend())
+    device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
+    stages = stages or Stages(rank, socket.gethostname(), env)
+    stages.enter("topology")
+    nodes = _guard(stages, list(range(dist.get_world_size())), [], lambda: gather_nodes(device, env, backend))
+    host_of = {r: n.host for n in nodes for r in n.ranks}
+    world = list(range(dist.get_world_size()))
+    stages.enter("groups")
+    groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
+    result = BenchResult(backend=backend, device=device, world_size=len(world),
+                         local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped)
+    rounds = len(pair_rounds(len(nodes))) if cfg.pairs else 0
+    total = len(groups) * len(cfg.ops) * len(cfg.sizes) + rounds
+    done = 0
+    for gname, group in groups.items():
+        for op in cfg.ops:
+            for size in cfg.sizes:
+                stages.enter(f"{op} {gname} {format_size(size)}")
+                m = _guard(stages, world, host_of, lambda: measure(op, gname, group, size, cfg, device))
+                result.results.append(m)
+                done += 1
+                if progress:
+                    progress(done, total, f"{op} {gname} {format_size(m.size_bytes)}", m)
+    if rounds:
+        result.pairs = _guard(stages, world, host_of,
+                              lambda: measure_pairs(nodes, cfg, device, stages, progress, done, total))
+    stages.enter("done")
+    result.elapsed_s = time.monotonic() - t0
+    return result
+
+
+def _guard(stages: Stages, ranks: list[int], host_of, fn):
+    try:
+        return fn()
+    except (RuntimeError, dist.DistError) as exc:  # gloo timeouts, closed pairs, NCCL errors
+        missing = [r for r in stages.missing(ranks) if r != stages.rank]
+        hosts = [host_of.get(r, "?") if isinstance(host_of, dict) else "?" for r in missing]
+        raise BenchFailure(stages.current, missing, hosts, str(exc)) from exc
+
+
+def share_code(code: int, device: str) -> int:
+    """Rank 0's exit code, on every rank."""
+    t = torch.tensor([code], dtype=torch.int64, device=device)
+    dist.broadcast(t, src=0)
+    return int(t.item())

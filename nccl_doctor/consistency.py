@@ -1,0 +1,143 @@
+"""Cross-node consistency: what each node would bring to the job, and what differs between nodes.
+
+A node is summed up as a flat ``{key: value}`` dict (``node_facts``): library versions, the effective
+``NCCL_*``/``GLOO_*`` settings, the NIC inventory with link rates, the net plugin. ``compare`` groups
+nodes by value per key and reports only keys where nodes disagree, naming the nodes on each side:
+one node with a different NCCL or a missing IB port is exactly what a bandwidth number cannot explain.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+from .report import Finding, Severity, Where
+
+UNSET = "(unset)"
+
+# Settings expected to differ per node or per run: never reported.
+PER_NODE_ENV = {"NCCL_DEBUG_FILE", "NCCL_COMM_ID", "NCCL_HOSTID", "NCCL_DOCTOR_STAGE_DIR",
+                "NCCL_DOCTOR_LAUNCH_NOTES", "NCCL_DOCTOR_RUN"}
+
+# key prefix -> (code, severity, what it is, fix)
+KINDS = {
+    "version.": ("ND401", Severity.FAIL, "version",
+                 "install the same torch/NCCL/CUDA build on every node (one container image or venv)"),
+    "driver.": ("ND401", Severity.WARN, "driver",
+                "update the GPU driver on the odd nodes (or drain them) so every node runs one driver"),
+    "env.": ("ND402", Severity.WARN, "setting",
+             "export the same value on every node in the job script (or set it in /etc/nccl.conf everywhere)"),
+    "nic.": ("ND403", Severity.WARN, "NIC",
+             "check the odd nodes' links (`ip link`, `ibstat`) and cabling, or drain them"),
+    "plugin.": ("ND404", Severity.FAIL, "net plugin",
+                "install the same NCCL net plugin on every node, or unset NCCL_NET_PLUGIN everywhere"),
+}
+
+
+def node_facts(env: Mapping[str, str], *, sys_root: Path = Path("/"), host: str | None = None) -> dict[str, str]:
+    """This node's comparable facts. Imports torch (for its versions): call it in a torch process."""
+    facts: dict[str, str] = {"host": host or socket.gethostname()}
+    facts.update(_versions())
+    facts.update(_driver(sys_root))
+    facts.update(_settings(env, sys_root))
+    facts.update(_nics(sys_root))
+    facts["plugin.net"] = _net_plugin(env)
+    return facts
+
+
+def _versions() -> dict[str, str]:
+    import torch
+
+    out = {"version.torch": torch.__version__, "version.cuda": torch.version.cuda or "none (CPU build)"}
+    try:
+        nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - a CPU build has no NCCL
+        nccl = None
+    out["version.nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl or "none")
+    return out
+
+
+def _driver(sys_root: Path) -> dict[str, str]:
+    try:
+        return {"driver.nvidia": (sys_root / "sys/module/nvidia/version").read_text().strip()}
+    except OSError:
+        return {"driver.nvidia": "none"}
+
+
+def _settings(env: Mapping[str, str], sys_root: Path) -> dict[str, str]:
+    from .ncclenv import effective_settings
+    from .sysfs import FsReader
+
+    settings = effective_settings(env, FsReader(sys_root))
+    return {f"env.{name}": s.value for name, s in settings.values.items()
+            if name.startswith(("NCCL_", "GLOO_")) and name not in PER_NODE_ENV}
+
+
+def _nics(sys_root: Path) -> dict[str, str]:
+    """Data NICs (not loopback, not bridges/tunnels) with kind, state and rate, plus RDMA ports."""
+    from .sysfs import FsReader, classify, read_node
+
+    node = read_node(FsReader(sys_root))
+    classify(node)
+    out = {}
+    for i in node.interfaces:
+        if i.kind == "loopback" or (i.virtual and i.virtual_kind not in ("veth", "bond", "vlan")):
+            continue
+        speed = f"{i.speed_mbps} Mb/s" if i.speed_mbps else "speed unknown"
+        out[f"nic.{i.name}"] = f"{i.kind}, {i.operstate}, {speed}"
+    for dev in node.rdma_devices:
+        for p in dev.ports:
+            out[f"nic.{dev.name}:{p.port}"] = f"{p.link_layer}, {p.state}, {p.rate or 'rate unknown'}"
+    return out
+
+
+def _net_plugin(env: Mapping[str, str]) -> str:
+    """The plugin NCCL would load: NCCL_NET_PLUGIN, else the first libnccl-net*.so on the library path."""
+    if env.get("NCCL_NET_PLUGIN"):
+        return f"NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']}"
+    for d in (env.get("LD_LIBRARY_PATH") or "").split(":") + ["/usr/lib/x86_64-linux-gnu", "/usr/local/lib"]:
+        try:
+            names = sorted(n for n in os.listdir(d) if n.startswith("libnccl-net") and ".so" in n)
+        except OSError:
+            continue
+        if names:
+            return os.path.join(d, names[0])
+    return "none"
+
+
+def _kind(key: str):
+    return next((v for prefix, v in KINDS.items() if key.startswith(prefix)), None)
+
+
+def compare(nodes: list[Mapping[str, str]]) -> list[Finding]:
+    """One finding per key whose value is not the same on every node (a missing key reads ``(unset)``).
+
+    The message names every value with its nodes, largest group first, so the odd ones stand out."""
+    if len(nodes) < 2:
+        return []
+    keys = sorted({k for n in nodes for k in n if _kind(k)})
+    findings = []
+    for key in keys:
+        groups: dict[str, list[str]] = {}
+        for n in nodes:
+            groups.setdefault(n.get(key, UNSET), []).append(n.get("host", "?"))
+        if len(groups) < 2:
+            continue
+        code, severity, what, fix = _kind(key)
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        name = key.split(".", 1)[1]
+        sides = "; ".join(f"{value} on {_hosts(hosts)}" for value, hosts in ordered)
+        odd = [h for _, hosts in ordered[1:] for h in hosts]
+        findings.append(Finding(
+            code=code, severity=severity,
+            message=f"{what} {name} differs across nodes: {sides}",
+            fix=fix, where=Where(host=_hosts(odd), iface=name if what == "NIC" else None),
+            evidence=tuple(f"{h}: {name}={value}" for value, hosts in ordered for h in hosts[:4])))
+    return findings
+
+
+def _hosts(hosts: list[str], limit: int = 8) -> str:
+    shown = ", ".join(hosts[:limit])
+    return shown + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")

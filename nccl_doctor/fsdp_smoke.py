@@ -1,0 +1,178 @@
+"""``preflight --fsdp-smoke``: train a tiny transformer with FSDP2 on the HSDP mesh, then round-trip
+it through torch.distributed.checkpoint.
+
+Bandwidth numbers say the links work; this says the *training stack* works on them: ``fully_shard``
+on the 2-D ("dp", "fsdp") mesh, bf16 ``MixedPrecisionPolicy``, AdamW, and a DCP save/load whose
+reloaded state must equal what was saved. DCP needs one directory every rank can see (a shared file
+system on a real cluster); when some node cannot see it, that is reported instead of hanging.
+
+Runs inside an initialised process group; torch is imported only when called.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SmokeResult:
+    """What this rank saw. ``problems`` empty means this rank passed."""
+
+    rank: int
+    losses: list[float] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    checkpoint_dir: str = ""
+    dir_shared: bool = True
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _model(dim: int, layers: int, vocab: int):
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Block(nn.Module):
+        """Pre-norm attention + MLP: the shapes and ops of a real transformer layer, tiny."""
+
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, 4, dim // 4).permute(2, 0, 3, 1, 4)
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(att.transpose(1, 2).reshape(b, t, dim))
+            return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, dim)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+        def forward(self, tokens):
+            x = self.embed(tokens)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.norm(x))
+
+    torch.manual_seed(0)  # same init everywhere, as a real job loading one checkpoint would have
+    return Tiny()
+
+
+def _local_state(state: dict) -> dict:
+    """A detached copy of every tensor (DTensors by their local shard) for an exact comparison."""
+    import torch
+    from torch.distributed.tensor import DTensor
+
+    out = {}
+
+    def walk(prefix, obj):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(obj, DTensor):
+            out[prefix] = obj.to_local().detach().clone()
+        elif isinstance(obj, torch.Tensor):
+            out[prefix] = obj.detach().clone()
+        else:
+            out[prefix] = obj
+
+    walk("", state)
+    return out
+
+
+def _differences(before: dict, after: dict) -> list[str]:
+    import torch
+
+    diffs = sorted(set(before) ^ set(after))
+    for key in sorted(set(before) & set(after)):
+        a, b = before[key], after[key]
+        same = torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+        if not same:
+            diffs.append(key)
+    return diffs
+
+
+def shared_dir(base: str | None, *, group=None) -> tuple[str, bool]:
+    """Rank 0 makes a fresh directory under ``base``; every rank checks it can see it.
+
+    Returns (path, whether every rank sees it). Object collectives need numpy (a dependency)."""
+    import torch.distributed as dist
+
+    path = [tempfile.mkdtemp(prefix=".nccl-doctor-dcp-", dir=base) if dist.get_rank() == 0 else ""]
+    dist.broadcast_object_list(path, src=0, group=group)
+    seen = [None] * dist.get_world_size()
+    dist.all_gather_object(seen, os.path.isdir(path[0]), group=group)
+    return path[0], all(seen)
+
+
+def run_smoke(mesh, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: int = 128,
+              checkpoint_base: str | None = None) -> SmokeResult:
+    """Train ``steps`` steps of FSDP2/HSDP with bf16 params, then DCP save, clobber, load, compare."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    t0 = time.monotonic()
+    result = SmokeResult(rank=dist.get_rank())
+    model = _model(dim, layers, vocab)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks:  # bottom-up, as the FSDP2 docs say
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(1 + mesh.get_coordinate()[0])  # each replica its own data
+    for _ in range(steps):
+        tokens = torch.randint(0, vocab, (2, 16), generator=gen)
+        logits = model(tokens[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+        result.losses.append(float(loss))
+    if not all(math.isfinite(x) for x in result.losses):
+        result.problems.append(f"non-finite loss after FSDP2 steps: {result.losses}")
+
+    path, shared = shared_dir(checkpoint_base)
+    result.checkpoint_dir, result.dir_shared = path, shared
+    try:
+        if not shared:
+            result.problems.append(f"checkpoint directory {path} is not visible on every node: DCP needs a "
+                                   "shared file system")
+            return result
+        model_sd, optim_sd = get_state_dict(model, optim)
+        saved = _local_state({"model": model_sd, "optim": optim_sd})
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=path)
+        with torch.no_grad():  # clobber, so a load that silently does nothing cannot pass
+            for p in model.parameters():
+                p.zero_()
+        model_sd, optim_sd = get_state_dict(model, optim)
+        dcp.load({"model": model_sd, "optim": optim_sd}, checkpoint_id=path)
+        set_state_dict(model, optim, model_state_dict=model_sd, optim_state_dict=optim_sd)
+        model_sd, optim_sd = get_state_dict(model, optim)
+        diffs = _differences(saved, _local_state({"model": model_sd, "optim": optim_sd}))
+        if diffs:
+            result.problems.append(f"DCP reload differs from the saved state in {len(diffs)} tensors: "
+                                   + ", ".join(diffs[:4]))
+    finally:
+        dist.barrier()
+        if dist.get_rank() == 0:
+            shutil.rmtree(path, ignore_errors=True)
+        result.seconds = time.monotonic() - t0
+    return result

@@ -1,0 +1,378 @@
+"""Start ``python -m nccl_doctor <command>`` workers through torch's elastic launcher, and watch them.
+
+Why not plain torchrun: across hosts it trips on a hostname that resolves to 127.0.0.1 (no node hosts
+the rendezvous store, workers get ``MASTER_ADDR=localhost``, Gloo binds loopback; platform.md section 3).
+We pass ``is_host``, ``--local-addr`` and ``GLOO_SOCKET_IFNAME`` from the route to the rendezvous host,
+derive everything from ``SLURM_*`` under srun, and enforce a deadline: when it expires we kill the
+launcher's process group and say which stage each local rank was in (from its stage file).
+
+Nothing here imports torch; the parent stays light and the workers import it themselves.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+
+STAGE_DIR_ENV = "NCCL_DOCTOR_STAGE_DIR"
+NOTES_ENV = "NCCL_DOCTOR_LAUNCH_NOTES"
+DEFAULT_PORT = 29500
+
+
+# --- where we are ---------------------------------------------------------------------------------
+def in_worker(env: Mapping[str, str]) -> bool:
+    """A launcher (torchrun, or us through it) already made this process a rank."""
+    return "RANK" in env and "WORLD_SIZE" in env
+
+
+def visible_gpus(env: Mapping[str, str], dev_root: Path = Path("/dev")) -> int:
+    """GPUs this process may use, without importing torch: CUDA_VISIBLE_DEVICES, else /dev/nvidiaN."""
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        items = [x for x in cvd.split(",") if x.strip()]
+        if not items or items[0].strip() in ("-1", "NoDevFiles"):
+            return 0
+        return len(items)
+    try:
+        return sum(1 for p in dev_root.iterdir() if re.fullmatch(r"nvidia\d+", p.name))
+    except OSError:
+        return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmInfo:
+    """What ``srun --ntasks-per-node=1 nccl-doctor ...`` needs, read from the SLURM_* variables."""
+
+    nnodes: int
+    hosts: tuple[str, ...]
+    rdzv_host: str
+    port: int
+    rdzv_id: str
+    gpus_on_node: int | None
+    tasks_per_node: int | None
+
+
+def slurm_launch_config(env: Mapping[str, str]) -> SlurmInfo | None:
+    """None outside a Slurm job. The step's node list wins over the job's (``srun -N1`` in a big job)."""
+    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not job or not nodelist:
+        return None
+    import hostlist
+
+    try:
+        hosts = tuple(hostlist.expand_hostlist(nodelist))
+    except hostlist.BadHostlist as exc:
+        raise InputError(f"cannot expand SLURM node list {nodelist!r}: {exc}") from None
+    count = env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
+    nnodes = _int(count, "SLURM_*_NUM_NODES") if count else len(hosts)
+    port = _int(env["MASTER_PORT"], "MASTER_PORT") if env.get("MASTER_PORT") else DEFAULT_PORT + _int(job, "SLURM_JOB_ID") % 1000
+    step = env.get("SLURM_STEP_ID")
+    tasks = None
+    if env.get("SLURM_STEP_NUM_TASKS") and env.get("SLURM_STEP_NUM_NODES"):
+        tasks = _int(env["SLURM_STEP_NUM_TASKS"], "SLURM_STEP_NUM_TASKS") // max(1, nnodes)
+    gpus = env.get("SLURM_GPUS_ON_NODE")
+    return SlurmInfo(nnodes=nnodes, hosts=hosts, rdzv_host=hosts[0], port=port,
+                     rdzv_id=f"slurm-{job}" + (f".{step}" if step else ""),
+                     gpus_on_node=_int(gpus, "SLURM_GPUS_ON_NODE") if gpus else None, tasks_per_node=tasks)
+
+
+def _int(text: str, name: str) -> int:
+    try:
+        return int(text.split("(")[0])
+    except ValueError:
+        raise InputError(f"{name}={text!r} is not a number") from None
+
+
+# --- the route to the rendezvous host -------------------------------------------------------------
+@dataclass(frozen=True)
+class Route:
+    """How this node reaches the rendezvous host: our source address and the interface that owns it."""
+
+    peer_ip: str
+    local_ip: str | None
+    iface: str | None
+    is_local: bool  # the rendezvous host is this machine
+    loopback: bool
+
+
+def route_to(host: str, port: int) -> Route:
+    """Resolve ``host`` and ask the kernel which source address it would use (a UDP ``connect``
+    sends no packet). The interface is the one holding that address."""
+    try:
+        infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_DGRAM)
+    except socket.gaierror as exc:
+        raise InputError(f"cannot resolve rendezvous host {host!r}: {exc.strerror}") from None
+    peer = infos[0][4][0]
+    local_ip = None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((peer, port))
+            local_ip = s.getsockname()[0]
+        except OSError:
+            pass
+    addrs = local_addresses()
+    iface = next((name for name, ips in addrs.items() if local_ip in ips), None)
+    loop = ipaddress.ip_address(peer).is_loopback
+    is_local = loop or any(peer in ips for ips in addrs.values())
+    return Route(peer_ip=peer, local_ip=local_ip, iface=iface, is_local=is_local, loopback=loop)
+
+
+def local_addresses() -> dict[str, set[str]]:
+    import psutil
+
+    return {name: {a.address for a in addrs if a.family == socket.AF_INET}
+            for name, addrs in psutil.net_if_addrs().items()}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- the plan --------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class LaunchConfig:
+    """One torchrun invocation on this node."""
+
+    nnodes: int = 1
+    nproc_per_node: int
+    rdzv_endpoint: str  # host:port
+    rdzv_id: str
+    is_host: bool | None = None  # None: let torchrun decide (single node, loopback endpoint)
+    local_addr: str | None = None
+    join_timeout_s: float = 600
+    deadline_s: float = 900
+    extra_env: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def plan_launch(*, nnodes: int | None, nproc_per_node: int | None, rdzv_endpoint: str | None,
+                rdzv_id: str | None, join_timeout_s: float, deadline_s: float,
+                env: Mapping[str, str], route=route_to) -> LaunchConfig:
+    """Fill what the user left out from Slurm, the GPUs and the network; CLI values always win."""
+    slurm = slurm_launch_config(env)
+    notes: list[str] = []
+    if slurm and slurm.tasks_per_node and slurm.tasks_per_node > 1 and not in_worker(env):
+        raise InputError(f"this srun step runs {slurm.tasks_per_node} tasks per node; nccl-doctor starts one "
+                         "process per GPU itself: use `srun --ntasks-per-node=1 nccl-doctor ...`")
+    if nnodes is None:
+        nnodes = slurm.nnodes if slurm else 1
+    if nproc_per_node is None:
+        gpus = visible_gpus(env)
+        if slurm and slurm.gpus_on_node and not gpus:
+            gpus = slurm.gpus_on_node
+        nproc_per_node = gpus or 2
+    if nnodes < 1 or nproc_per_node < 1:
+        raise InputError(f"--nnodes and --nproc-per-node must be >= 1 (got {nnodes} and {nproc_per_node})")
+    if rdzv_endpoint is None:
+        if slurm and nnodes > 1:
+            rdzv_endpoint = f"{slurm.rdzv_host}:{slurm.port}"
+        elif nnodes > 1:
+            raise InputError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node), "
+                             "or run under Slurm with `srun --ntasks-per-node=1`")
+        else:
+            rdzv_endpoint = f"127.0.0.1:{free_port()}"
+    host, _, port_text = rdzv_endpoint.rpartition(":")
+    if not host or not port_text.isdigit():
+        host, port_text = rdzv_endpoint, str(DEFAULT_PORT)
+    rdzv_endpoint = f"{host}:{port_text}"
+    if rdzv_id is None:
+        rdzv_id = slurm.rdzv_id if slurm else "nccl-doctor"
+    is_host, local_addr, extra = None, None, {}
+    if nnodes > 1:
+        r = route(host, int(port_text))
+        if not r.loopback:
+            is_host = r.is_local
+            local_addr = r.local_ip
+            notes.append(f"rendezvous {rdzv_endpoint} ({r.peer_ip}); this node "
+                         f"{'hosts it' if is_host else 'joins it'} from {r.local_ip} ({r.iface})")
+            if r.iface and r.iface != "lo" and not env.get("GLOO_SOCKET_IFNAME"):
+                extra["GLOO_SOCKET_IFNAME"] = r.iface
+                notes.append(f"GLOO_SOCKET_IFNAME={r.iface} (the interface that routes to the rendezvous host)")
+    return LaunchConfig(nnodes=nnodes, nproc_per_node=nproc_per_node, rdzv_endpoint=rdzv_endpoint,
+                        rdzv_id=rdzv_id, is_host=is_host, local_addr=local_addr, join_timeout_s=join_timeout_s,
+                        deadline_s=deadline_s, extra_env=extra, notes=tuple(notes))
+
+
+def torchrun_argv(cfg: LaunchConfig, worker_argv: list[str], *, python: str = sys.executable,
+                  module: str = "nccl_doctor") -> list[str]:
+    """``python -m torch.distributed.run ... -m nccl_doctor <command> ...``; never restarts workers."""
+    conf = [f"join_timeout={int(cfg.join_timeout_s)}"]
+    if cfg.is_host is not None:
+        conf.append(f"is_host={int(cfg.is_host)}")
+    argv = [python, "-m", "torch.distributed.run", f"--nnodes={cfg.nnodes}",
+            f"--nproc-per-node={cfg.nproc_per_node}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={cfg.rdzv_endpoint}", f"--rdzv-id={cfg.rdzv_id}",
+            f"--rdzv-conf={','.join(conf)}", "--max-restarts=0", "--monitor-interval=0.5"]
+    if cfg.local_addr:
+        argv.append(f"--local-addr={cfg.local_addr}")
+    return argv + ["-m", module, *worker_argv]
+
+
+# --- stages: what each rank was doing -------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class StageRecord:
+    rank: int
+    host: str
+    stage: str
+    since: float
+    code: int | None = None
+    error: str | None = None
+
+
+class StageFile:
+    """A worker's heartbeat: its current stage in ``$NCCL_DOCTOR_STAGE_DIR/rank<R>.json``, written
+    atomically so the watching parent never reads half a file. A no-op outside our launcher."""
+
+    def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ):
+        d = env.get(STAGE_DIR_ENV)
+        self.path = Path(d) / f"rank{rank}.json" if d else None
+        self.rank, self.host = rank, host
+
+    @property
+    def managed(self) -> bool:
+        return self.path is not None
+
+    def set(self, stage: str, *, code: int | None = None, error: str | None = None) -> None:
+        if self.path is None:
+            return
+        rec = {"rank": self.rank, "host": self.host, "stage": stage, "since": time.time(), "code": code,
+               "error": error}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rec))
+        os.replace(tmp, self.path)
+
+
+def read_stages(stage_dir: Path) -> list[StageRecord]:
+    out = []
+    for p in sorted(stage_dir.glob("rank*.json")):
+        try:
+            out.append(StageRecord(**json.loads(p.read_text())))
+        except (OSError, ValueError, TypeError):
+            continue
+    return sorted(out, key=lambda r: r.rank)
+
+
+# --- running it -----------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class LaunchOutcome:
+    returncode: int
+    timed_out: bool
+    elapsed_s: float
+    stages: tuple[StageRecord, ...]
+    host: str
+    cfg: LaunchConfig
+
+    @property
+    def worker_code(self) -> int | None:
+        """The verdict code the local ranks recorded (all ranks share rank 0's); None if none did."""
+        codes = [s.code for s in self.stages if s.code is not None]
+        return max(codes) if codes else None
+
+    def stuck_stage(self) -> str:
+        """The earliest stage any local rank was stuck in; ``rendezvous`` when no worker started."""
+        if not self.stages:
+            return "rendezvous"
+        pending = [s for s in self.stages if s.code is None]
+        return min(pending, key=lambda s: s.since).stage if pending else "shutdown"
+
+    def describe(self) -> str:
+        """One paragraph for the user: the stage, and the local ranks that did not finish."""
+        what = "deadline of %.0f s expired" % self.cfg.deadline_s if self.timed_out else \
+            f"torchrun exited with code {self.returncode} before the workers reported a verdict"
+        expected = self.cfg.nproc_per_node
+        if not self.stages:
+            return (f"{what} in stage rendezvous: no worker started on {self.host} "
+                    f"(waiting for {self.cfg.nnodes} node(s) at {self.cfg.rdzv_endpoint}, id {self.cfg.rdzv_id}); "
+                    "the other nodes did not join, or cannot reach the rendezvous host")
+        pending = [s for s in self.stages if s.code is None]
+        parts = [f"rank {s.rank} in {s.stage}" + (f" ({s.error})" if s.error else "") for s in pending]
+        missing = expected - len(self.stages)
+        if missing > 0:
+            parts.append(f"{missing} local rank(s) never started")
+        return (f"{what} in stage {self.stuck_stage()} on {self.host}: " + ("; ".join(parts) or "all local ranks done"))
+
+
+def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, str] | None = None,
+                python: str = sys.executable, module: str = "nccl_doctor", grace_s: float = 5.0) -> LaunchOutcome:
+    """Run ``python -m <module> <worker_argv>`` on ``nproc_per_node`` ranks here, in a process group of
+    its own; past ``cfg.deadline_s`` the whole group is terminated, then killed after ``grace_s``."""
+    base = dict(os.environ if env is None else env)
+    stage_dir = Path(tempfile.mkdtemp(prefix="nccl-doctor-stages-"))
+    base.update(cfg.extra_env)
+    base[STAGE_DIR_ENV] = str(stage_dir)
+    base[NOTES_ENV] = json.dumps(list(cfg.notes))
+    base.setdefault("OMP_NUM_THREADS", "1")
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        base.pop(var, None)
+    argv = torchrun_argv(cfg, worker_argv, python=python, module=module)
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, env=base, start_new_session=True)
+    timed_out = False
+    old = _on_sigterm_interrupt()  # srun/scancel send SIGTERM: the new session would outlive us
+    try:
+        rc = proc.wait(timeout=cfg.deadline_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        rc = _kill_group(proc, grace_s)
+    except KeyboardInterrupt:
+        _kill_group(proc, grace_s)
+        raise
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+    try:
+        stages = tuple(read_stages(stage_dir))
+    finally:
+        for p in stage_dir.iterdir():
+            p.unlink(missing_ok=True)
+        stage_dir.rmdir()
+    return LaunchOutcome(returncode=rc, timed_out=timed_out, elapsed_s=time.monotonic() - start,
+                         stages=stages, host=socket.gethostname(), cfg=cfg)
+
+
+def _on_sigterm_interrupt():
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float) -> int:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            return proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.wait()
+
+
+def launch_notes(env: Mapping[str, str]) -> list[str]:
+    """The notes the parent passed down (what it set for the user, and why)."""
+    try:
+        return list(json.loads(env.get(NOTES_ENV, "[]")))
+    except ValueError:
+        return []

@@ -1,0 +1,610 @@
+"""From a ``ParseResult`` to a ``Report``: which transports the job used, what went wrong, the fix.
+
+Verdict conventions (``fixtures/nccl-logs/README.md``): fail on any fatal error (NCCL error, IB
+completion error, failed connect, CUDA failure, watchdog timeout) or on TCP sockets between nodes
+that have IB/EFA; warn on RDMA without GPUDirect RDMA, sockets on plain Ethernet, intra-node SHM or
+NIC loopback, non-fatal NCCL WARNs, and logs too thin to show the transport; pass otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .logparse import Comm, Evidence, Group, ParseResult
+from .report import Finding, Report, Severity, Table, Where
+
+# NCCL return codes (nccl.h) as they appear in "file.cc:NN -> N" traces.
+RETCODES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
+            4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 8: "ncclTimeout"}
+# ibv_wc_status values worth naming (verbs.h).
+IB_STATUS = {
+    "1": "local length error", "2": "local QP operation error", "4": "local protection error",
+    "5": "work request flushed (a consequence of an earlier error)", "9": "remote invalid request",
+    "10": "remote access error", "11": "remote operation error",
+    "12": "transport retry counter exceeded", "13": "RNR retry counter exceeded",
+}
+_IB_STATUS_FIX = {
+    "12": ("the peer stopped answering over the fabric: check both ports with `ibstat` / `ibdiagnet` "
+           "(link flaps, cable), for RoCE the GID index (`show_gids`; NCCL_IB_GID_INDEX=3 is the usual "
+           "RoCEv2/IPv4 entry), MTU and PFC/ECN; NCCL_IB_TIMEOUT=22 gives a congested fabric more time"),
+    "13": "the receiver had no buffers posted: usually the remote process died; look for its first error",
+    "4": ("memory registration problem, most often GPUDirect RDMA: check `lsmod | grep nvidia_peermem` "
+          "(or DMA-BUF support); NCCL_NET_GDR_LEVEL=LOC disables GDR to confirm"),
+    "5": "a consequence of an earlier failure on the same connection; find the first error",
+}
+_ERROR_CODES = {
+    "ib-completion": "ND109", "connect": "ND110", "verbs": "ND111", "cuda": "ND112",
+    "no-interface": "ND113", "nccl-error": "ND115", "version-mismatch": "ND107",
+}
+MAX_TABLE_ROWS = 40
+
+
+@dataclass(frozen=True)
+class InterNode:
+    transport: str  # IB | RoCE | Socket | OFI | <plugin> | none | unknown
+    gdr: bool | None
+    evidence: str
+
+
+# --- transports ---------------------------------------------------------------------------------
+
+
+def net_family(name: str, result: ParseResult) -> str:
+    """NCCL's network name (``NET/<name>/``, ``Using network <name>``) as a fabric family."""
+    low = name.lower()
+    if low.startswith("ib"):  # internal IB transport and the IBext plugins: IB or RoCE by link layer
+        layers = set(result.link_layers)
+        return "RoCE" if layers and layers <= {"RoCE"} else "IB"
+    if "socket" in low:
+        return "Socket"
+    if "libfabric" in low or "ofi" in low:
+        return "OFI"
+    return name
+
+
+def split_net(comm: Comm) -> tuple[Counter, Counter, Counter]:
+    """(inter-node family->connections by name, inter GDR yes/no, intra-node NET loopback by name)."""
+    inter, gdr, loop = Counter(), Counter(), Counter()
+    for (host, peer, name, has_gdr), n in comm.net.items():
+        peer_host = comm.rank_host.get(peer) if peer is not None else None
+        if comm.nnodes == 1 or (peer_host is not None and peer_host == host):
+            loop[name] += n
+        else:
+            inter[name] += n
+            gdr[has_gdr] += n
+    return inter, gdr, loop
+
+
+def _gdr_from(gdr: Counter) -> bool | None:
+    if not gdr:
+        return None
+    return gdr.get(False, 0) == 0
+
+
+def _network_evidence(r: ParseResult) -> bool:
+    return bool(r.networks or r.ib_devices or r.ofi_providers or r.verbs_seen or r.ib_no_device
+                or r.socket_ifaces)
+
+
+def single_node(r: ParseResult, inter_conns: int) -> bool:
+    """True when the log proves (or makes very plain) that every communicator stays on one node."""
+    if inter_conns:
+        return False
+    nodes = [c.nnodes for c in r.comms.values() if c.nnodes is not None]
+    if any(n > 1 for n in nodes):
+        return False
+    if nodes:
+        return True
+    if len(r.hosts) != 1:
+        return False
+    host = next(iter(r.hosts))
+    sizes = [c.nranks for c in r.comms.values() if c.nranks]
+    if sizes and max(sizes) <= r.host_max_dev.get(host, -1) + 1:
+        return True  # every communicator fits on the GPUs this one host shows
+    return any(c.nvls for c in r.comms.values()) and not _network_evidence(r)
+
+
+def inter_node(r: ParseResult) -> InterNode:
+    fam, gdr = Counter(), Counter()
+    for comm in r.comms.values():
+        inter, g, _ = split_net(comm)
+        for name, n in inter.items():
+            fam[net_family(name, r)] += n
+        gdr.update(g)
+    if fam:
+        transport = fam.most_common(1)[0][0]
+        return InterNode(transport, None if transport == "Socket" else _gdr_from(gdr), "channel lines")
+    if single_node(r, 0):
+        return InterNode("none", None, "all communicators on one node")
+    if r.networks:
+        transport = net_family(r.networks.most_common(1)[0][0], r)
+        evidence = "Using network line"
+    elif r.ofi_providers or "aws-ofi-nccl" in r.net_plugins:
+        transport, evidence = "OFI", "NET/OFI lines"
+    elif r.ib_devices:
+        transport, evidence = net_family("IB", r), "NET/IB device list"
+    elif r.verbs_seen:
+        transport, evidence = net_family("IB", r), "IB verbs errors"
+    elif r.ib_no_device and r.socket_ifaces:
+        transport, evidence = "Socket", "NET/IB : No device found"
+    else:
+        return InterNode("unknown", None, "no transport lines")
+    return InterNode(transport, None if transport == "Socket" else _static_gdr(r), evidence)
+
+
+def _static_gdr(r: ParseResult) -> bool | None:
+    """GPUDirect RDMA from lines other than ``via`` (when no channel line is visible)."""
+    ring = set().union(*(c.ring_gdr for c in r.comms.values())) if r.comms else set()
+    if ring:
+        return 0 not in ring
+    if r.gdr_hca.get("Disabled") and not r.gdr_hca.get("Enabled"):
+        return False
+    if r.gdr_gpu:
+        return r.gdr_gpu.get("Disabled", 0) == 0
+    return None
+
+
+def intra_transports(r: ParseResult) -> list[str]:
+    seen: Counter = Counter()
+    for comm in r.comms.values():
+        seen.update(comm.intra)
+        if comm.nvls:
+            seen["NVLS"] += 1
+        for name, n in split_net(comm)[2].items():
+            seen[f"NET/{name} (same node)"] += n
+    return sorted(seen)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def ranges(numbers) -> str:
+    """[0,1,2,5,7,8] -> "0-2,5,7-8"."""
+    out, run = [], []
+    for n in sorted(set(numbers)):
+        if run and n == run[-1] + 1:
+            run.append(n)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [n]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def _first_host(g: Group) -> str | None:
+    return sorted(g.hosts)[0] if g.hosts else None
+
+
+def _hosts_phrase(hosts) -> str:
+    hosts = sorted(h for h in hosts if h and h != "?")
+    if not hosts:
+        return ""
+    more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
+    return " on " + ", ".join(hosts[:3]) + more
+
+
+def _evidence(groups: list[Group], limit: int = 3) -> tuple[str, ...]:
+    out: list[str] = []
+    for g in groups:
+        for ev in g.examples:
+            if len(out) < limit:
+                out.append(str(ev))
+    return tuple(out)
+
+
+def _all_ranks(r: ParseResult) -> set[int]:
+    ranks = set(r.named_ranks)
+    for c in r.comms.values():
+        ranks.update(c.rank_host)
+    return ranks
+
+
+def _setting(r: ParseResult, name: str) -> str | None:
+    c = r.settings.get(name)
+    return c.most_common(1)[0][0] if c else None
+
+
+def _by_value(per_host: dict[str, list[str]]) -> list[dict]:
+    """Hosts grouped by identical values: 4,096 identical NIC lists make one entry."""
+    groups: dict[tuple, list[str]] = {}
+    for host, values in per_host.items():
+        groups.setdefault(tuple(values), []).append(host)
+    return [{"value": list(v), "host_count": len(h), "hosts": sorted(h)[:20]}
+            for v, h in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
+
+
+# --- findings -----------------------------------------------------------------------------------
+
+
+def _error_findings(r: ParseResult) -> list[Finding]:
+    by_cat: dict[str, list[Group]] = {}
+    for (category, _), g in r.errors.items():
+        by_cat.setdefault(category, []).append(g)
+    out = []
+    for category, groups in by_cat.items():
+        groups.sort(key=lambda g: (g.first.line or 0) if g.first else 0)
+        count = sum(g.count for g in groups)
+        hosts = set().union(*(g.hosts for g in groups))
+        ranks = set().union(*(g.ranks for g in groups))
+        first = groups[0]
+        where = Where(host=_first_host(first), rank=min(first.ranks) if first.ranks else None,
+                      file=first.first.file if first.first else None, line=first.first.line if first.first else None)
+        message, fix = _error_text(category, groups, count, hosts, r)
+        if ranks:
+            message += f" (ranks {ranges(ranks)})"
+        out.append(Finding(code=_ERROR_CODES.get(category, "ND115"), severity=Severity.FAIL, message=message,
+                           fix=fix, where=where, evidence=_evidence(groups)))
+    return out
+
+
+def _error_text(category: str, groups: list[Group], count: int, hosts, r: ParseResult) -> tuple[str, str]:
+    on = _hosts_phrase(hosts)
+    times = f"{count} time{'s' if count != 1 else ''}"
+    if category == "ib-completion":
+        statuses = sorted({g.detail.get("status") for g in groups if g.detail.get("status")})
+        named = ", ".join(f"status {s} = {IB_STATUS.get(s, 'see ibv_wc_status')}" for s in statuses)
+        vendor = sorted({g.detail["vendor_err"] for g in groups if "vendor_err" in g.detail})
+        msg = f"IB work completion errors{on} ({times}; {named or 'status not printed'}"
+        msg += f", vendor err {', '.join(vendor)})" if vendor else ")"
+        fix = next((_IB_STATUS_FIX[s] for s in statuses if s in _IB_STATUS_FIX),
+                   "check the links of both hosts with `ibstat` and `ibdiagnet`, and the peer's log for its first error")
+        return msg, fix
+    if category == "connect":
+        kinds = "; ".join(g.kind for g in groups[:2])
+        ifaces = {i for v in r.socket_ifaces.values() for i in v} | {i for v in r.bootstrap_ifaces.values() for i in v}
+        virtual = sorted({i.split(":", 1)[0] for i in ifaces
+                          if i.startswith(("veth", "docker", "br-", "virbr", "cni", "flannel", "cali")) or "fe80:" in i})
+        fix = ("make sure the nodes reach each other on the interface NCCL uses (ping the peer address, "
+               "check firewalls/security groups) and pin it with NCCL_SOCKET_IFNAME=<routable interface>")
+        if virtual:
+            fix = (f"NCCL also uses {', '.join(virtual)} (virtual/link-local, unreachable from other nodes): "
+                   f"set NCCL_SOCKET_IFNAME to the routable interface (or NCCL_SOCKET_IFNAME=^docker,lo,veth)")
+        return f"connection between ranks failed{on} ({times}): {kinds}", fix
+    if category == "verbs":
+        text = " ".join(g.kind for g in groups)
+        fix = "check the RDMA devices with `ibstat` / `ibv_devinfo` (ports ACTIVE) and `ulimit -l` (must be unlimited)"
+        if "create_cq" in text or "reg_mr" in text:
+            fix = ("the locked-memory limit is too low: `ulimit -l` must print unlimited (Slurm: PropagateResourceLimits; "
+                   "containers: --ulimit memlock=-1)")
+        elif "modify_qp" in text:
+            fix = ("the queue pair could not reach the peer: for RoCE pick a routable GID with NCCL_IB_GID_INDEX "
+                   "(list them with `show_gids`; 3 is the usual RoCEv2/IPv4 entry), and check `ibstat` on both hosts")
+        elif "incompatible" in text:
+            fix = "mixing IB and RoCE ports: select one link type with NCCL_IB_HCA (compare `ibstat`)"
+        return f"RDMA verbs call failed{on} ({times}): {groups[0].kind}", fix
+    if category == "cuda":
+        oom = any("memory" in g.kind for g in groups)
+        fix = ("the GPU ran out of memory while NCCL set up its buffers: free memory before creating communicators, "
+               "or lower NCCL_BUFFSIZE / the number of channels (NCCL_MAX_NCHANNELS)") if oom else \
+            "check the GPU with `nvidia-smi` and the driver/CUDA versions (`nvidia-smi -q`, CUDA compat)"
+        return f"CUDA failure inside NCCL{on} ({times}): {groups[0].kind}", fix
+    if category == "no-interface":
+        ifname = _setting(r, "NCCL_SOCKET_IFNAME")
+        fix = ("NCCL_SOCKET_IFNAME=%s matches no interface with an IP address: list them with `ip -br addr` and fix it"
+               % ifname) if ifname else "set NCCL_SOCKET_IFNAME to an interface that has an IP address (`ip -br addr`)"
+        return f"no usable network interface{on}: {groups[0].kind}", fix
+    if category == "version-mismatch":
+        return f"NCCL reported mismatched versions between ranks{on}", \
+            "install the same NCCL on every node (one container image / one nvidia-nccl wheel)"
+    # nccl-error
+    kinds = "; ".join(dict.fromkeys(g.kind for g in groups[:3]))
+    codes = [RETCODES[c] for c, _ in r.retcodes.most_common() if c in RETCODES]
+    extra = f" (return codes: {', '.join(codes[:3])})" if codes else ""
+    fix = "find the first WARN line of the first failing rank; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV"
+    if "family" in kinds or "Internal check" in kinds:
+        ifname = _setting(r, "NCCL_SOCKET_IFNAME")
+        if ifname:
+            fix = (f"NCCL_SOCKET_IFNAME={ifname} probably names no interface with an address on this node "
+                   "(check `ip -br addr`); fix or unset it")
+    return f"NCCL failed{on} ({times}): {kinds}{extra}", fix
+
+
+def _trace_finding(r: ParseResult) -> Finding | None:
+    codes = [(c, n) for c, n in r.retcodes.most_common() if c != 7]
+    if not codes:
+        return None
+    names = ", ".join(f"{RETCODES.get(c, f'code {c}')} x{n}" for c, n in codes[:3])
+    return Finding(code="ND115", severity=Severity.FAIL, message=f"NCCL calls returned errors: {names}",
+                   fix="find the first NCCL WARN of the first failing rank (rerun with NCCL_DEBUG=INFO if none is shown)")
+
+
+def _watchdog_findings(r: ParseResult) -> list[Finding]:
+    out = []
+    for (op, seq), g in r.watchdog.items():
+        timeout = g.detail.get("timeout_ms")
+        tmo = f", timeout {int(timeout) / 1000:g} s" if timeout else ""
+        ranks = f" on ranks {ranges(g.ranks)}" if g.ranks else ""
+        out.append(Finding(
+            code="ND114", severity=Severity.FAIL,
+            message=f"watchdog timeout: collective {op} (SeqNum {seq}{tmo}) never completed{ranks}",
+            fix=("a rank stopped entering or finishing this collective: look for the rank that is missing here or "
+                 "failed first; set TORCH_NCCL_DUMP_ON_TIMEOUT=1 and NCCL_DEBUG=INFO. A hang at a low SeqNum "
+                 "points at connectivity: run `nccl-doctor preflight`"),
+            where=Where(rank=min(g.ranks) if g.ranks else None, file=g.first.file if g.first else None,
+                        line=g.first.line if g.first else None),
+            evidence=_evidence([g])))
+    return out
+
+
+def _rdma_hardware(r: ParseResult) -> list[str]:
+    """Signs that the nodes have IB/RoCE/EFA although the job used sockets."""
+    signs = []
+    if _setting(r, "NCCL_IB_HCA"):
+        signs.append(f"NCCL_IB_HCA is set ({_setting(r, 'NCCL_IB_HCA')})")
+    ifaces = {i.split(":", 1)[0] for d in (r.socket_ifaces, r.bootstrap_ifaces) for v in d.values() for i in v}
+    ifaces |= set(r.oob_ifaces.values())
+    ipoib = sorted(i for i in ifaces if i.startswith("ib"))
+    if ipoib:
+        signs.append(f"IPoIB interface {', '.join(ipoib)}")
+    if r.ib_sideband:
+        signs.append("NET/IB found a sideband interface")
+    if r.ib_devices:
+        signs.append(f"NET/IB devices on {len(r.ib_devices)} host(s)")
+    if any("efa" in p for p in r.ofi_providers):
+        signs.append("libfabric EFA provider")
+    if r.verbs_seen:
+        signs.append("IB verbs in use")
+    return signs
+
+
+def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
+    out = []
+    t = inter.transport
+    hosts = sorted(r.hosts)
+    host = hosts[0] if len(hosts) == 1 else None
+    if t == "Socket":
+        signs = _rdma_hardware(r)
+        no_dev = sorted(h for h in r.ib_no_device if h != "?")
+        ev = tuple(str(e) for e in list(r.ib_no_device.values())[:2])
+        if signs:
+            ib_disable = _setting(r, "NCCL_IB_DISABLE")
+            hca = _setting(r, "NCCL_IB_HCA")
+            if ib_disable and ib_disable not in ("0", ""):
+                fix = f"unset NCCL_IB_DISABLE (it is {ib_disable}): it turns NCCL's IB transport off"
+            elif hca and r.ib_no_device:
+                fix = (f"NCCL_IB_HCA={hca} matches no ACTIVE port: compare with `ibstat` (or `ibv_devinfo`) on "
+                       f"{no_dev[0] if no_dev else 'each node'} and list only ACTIVE ports (e.g. NCCL_IB_HCA==mlx5_0:1)")
+            else:
+                fix = ("NCCL found no usable RDMA device: run `ibstat` / `ibv_devinfo` (ports must be ACTIVE), make sure "
+                       "the container sees /dev/infiniband and has libibverbs plus the provider (rdma-core, libmlx5)")
+            out.append(Finding(
+                code="ND102", severity=Severity.FAIL,
+                message=f"inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: {'; '.join(signs)}",
+                fix=fix, where=Where(host=no_dev[0] if no_dev else host), evidence=ev))
+        else:
+            out.append(Finding(
+                code="ND103", severity=Severity.WARN,
+                message="inter-node traffic uses TCP sockets (NET/Socket): no RDMA device in evidence; "
+                        "multi-node training will be network-bound",
+                fix="use nodes with InfiniBand, RoCE or EFA for multi-node training; on plain Ethernet prefer HSDP "
+                    "(shard within a node, replicate across nodes) and raise NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD",
+                where=Where(host=host), evidence=ev))
+    elif t == "OFI" and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
+        prov = ", ".join(r.ofi_providers)
+        out.append(Finding(
+            code="ND116", severity=Severity.FAIL,
+            message=f"aws-ofi-nccl selected libfabric provider '{prov}', not 'efa': inter-node traffic runs over TCP",
+            fix="check the EFA device with `fi_info -p efa` (EFA driver, security group allowing all traffic "
+                "to itself); set FI_PROVIDER=efa so a missing EFA fails loudly", where=Where(host=host)))
+    elif t == "unknown":
+        out.append(Finding(
+            code="ND106", severity=Severity.WARN,
+            message="the log does not show the inter-node transport (no `via NET/...` or `Using network` line)",
+            fix="rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV and let at least one collective run "
+                "(NCCL 2.22+ connects lazily, at the first collective)"))
+    elif t != "none":
+        label = {"OFI": "EFA/libfabric (aws-ofi-nccl)"}.get(t, t)
+        if inter.gdr is False:
+            if t == "OFI":
+                fix = ("enable GPUDirect RDMA for EFA: FI_EFA_USE_DEVICE_RDMA=1 (p4d/p5), a recent aws-ofi-nccl, "
+                       "and check `lsmod | grep nvidia_peermem` or DMA-BUF support")
+            else:
+                fix = ("load the peer-memory module (`lsmod | grep nvidia_peermem`; `modprobe nvidia_peermem`) or use "
+                       "DMA-BUF (kernel >= 5.12, NCCL >= 2.13); check GPU-NIC distance with `nvidia-smi topo -m` "
+                       "(NCCL_NET_GDR_LEVEL=PHB allows GDR through the CPU host bridge)")
+            disabled = sorted(r.gdr_hca.get("Disabled", ()))
+            extra = f" (GPU Direct RDMA Disabled for HCA {', '.join(disabled[:4])})" if disabled else ""
+            out.append(Finding(code="ND104", severity=Severity.WARN,
+                               message=f"inter-node traffic uses {label} without GPUDirect RDMA{extra}: "
+                                       "data is staged through host memory", fix=fix, where=Where(host=host)))
+        else:
+            gdr = {True: "with GPUDirect RDMA", None: "(GPUDirect RDMA not visible in the log)"}[inter.gdr]
+            out.append(Finding(code="ND101", severity=Severity.PASS,
+                               message=f"inter-node traffic uses {label} {gdr}"))
+    return out
+
+
+def _intra_findings(r: ParseResult, inter: InterNode, intra: list[str]) -> list[Finding]:
+    out = []
+    degraded = [t for t in intra if t.startswith(("SHM", "direct shared memory")) or "(same node)" in t]
+    if degraded:
+        out.append(Finding(
+            code="ND105", severity=Severity.WARN,
+            message=f"GPUs of one node communicate via {', '.join(degraded)} instead of P2P/NVLink",
+            fix="P2P is off between these GPUs: check NCCL_P2P_DISABLE / NCCL_P2P_LEVEL, `nvidia-smi topo -m`, "
+                "ACS/IOMMU settings; containers need --ipc=host (and NCCL_SHM_DISABLE unset)",
+            where=Where(host=sorted(r.hosts)[0] if len(r.hosts) == 1 else None)))
+    elif inter.transport == "none" and not intra:
+        out.append(Finding(
+            code="ND106", severity=Severity.WARN,
+            message="single-node job, but no channel line shows the intra-node transport",
+            fix="rerun with NCCL_DEBUG=INFO (Ray: RAY_DEDUP_LOGS=0) and let one collective run"))
+    elif inter.transport == "none":
+        out.append(Finding(code="ND101", severity=Severity.PASS,
+                           message=f"single-node job; GPUs communicate via {', '.join(intra)}"))
+    return out
+
+
+def _version_finding(r: ParseResult) -> Finding | None:
+    base = {v.split("-")[0] for v in r.versions}
+    if len(base) < 2:
+        return None
+    parts = [f"{v} ({len(who)} process{'es' if len(who) != 1 else ''})" for v, who in sorted(r.versions.items())]
+    return Finding(code="ND107", severity=Severity.WARN,
+                   message=f"different NCCL versions in one job: {', '.join(parts)}",
+                   fix="install one NCCL version on every node (same container image / nvidia-nccl wheel); "
+                       "check with `python -c 'import torch; print(torch.cuda.nccl.version())'`",
+                   evidence=tuple(str(e) for e in r.version_first.values())[:3])
+
+
+def _warning_findings(r: ParseResult) -> list[Finding]:
+    out = []
+    for kind, g in sorted(r.warnings.items(), key=lambda kv: -kv[1].count)[:20]:
+        fix = None
+        if "libibverbs" in kind:
+            fix = "install rdma-core/libibverbs if the node has RDMA NICs (check `ibv_devices`)"
+        elif "CollNet" in kind:
+            fix = "CollNet/SHARP is unavailable: unset NCCL_ALGO=COLLNET or install/enable the SHARP plugin"
+        elif "connect" in kind.lower():
+            fix = "connections to peers are retried: check routing/firewall on the interface NCCL uses"
+        out.append(Finding(code="ND108", severity=Severity.WARN,
+                           message=f"NCCL warning x{g.count}{_hosts_phrase(g.hosts)}: {kind}",
+                           fix=fix, where=Where(host=_first_host(g), file=g.first.file if g.first else None,
+                                                line=g.first.line if g.first else None),
+                           evidence=_evidence([g], 2)))
+    return out
+
+
+def _input_findings(r: ParseResult) -> list[Finding]:
+    out = []
+    for s in r.sources:
+        if s.get("error"):
+            out.append(Finding(code="ND117", severity=Severity.WARN,
+                               message=f"{s['name']}: {s['error']}; diagnosed the {s.get('lines', 0)} lines read",
+                               fix="copy the log again (gzip -t FILE checks a .gz)", where=Where(file=s["name"])))
+        elif s.get("cut_lines"):
+            out.append(Finding(code="ND117", severity=Severity.WARN,
+                               message=f"{s['name']}: {s['cut_lines']} over-long line(s) were cut",
+                               where=Where(file=s["name"])))
+    return out
+
+
+# --- data and tables ----------------------------------------------------------------------------
+
+
+def comm_summary(comm: Comm, r: ParseResult) -> dict:
+    inter, gdr, loop = split_net(comm)
+    fam = Counter()
+    for name, n in inter.items():
+        fam[net_family(name, r)] += n
+    if fam:
+        transport = fam.most_common(1)[0][0]
+    elif comm.nnodes == 1 or (comm.intra and len(comm.hosts) <= 1 and not comm.net):
+        transport = "none"
+    else:
+        transport = "unknown"
+    intra = sorted(comm.intra) + (["NVLS"] if comm.nvls else []) + [f"NET/{n} (same node)" for n in sorted(loop)]
+    g = _gdr_from(gdr)
+    if g is None and comm.ring_gdr:
+        g = 0 not in comm.ring_gdr
+    return {
+        "id": comm.key,
+        "comm_id": comm.comm_id,
+        "nranks": comm.nranks,
+        "nnodes": comm.nnodes,
+        "local_ranks": comm.local_ranks,
+        "hosts_seen": len(comm.hosts),
+        "ranks_seen": len(comm.rank_host),
+        "processes_seen": comm.members,
+        "init_complete": comm.complete,
+        "intra_node": intra,
+        "inter_node": {"transport": transport, "gdr": None if transport in ("none", "Socket") else g},
+        "collnet": sorted({n for n, _ in comm.collnet}),
+    }
+
+
+def comm_table(comms: list[dict]) -> Table:
+    groups: dict[tuple, list[dict]] = {}
+    for c in comms:
+        key = (c["nranks"], c["nnodes"] or c["hosts_seen"], c["local_ranks"], tuple(c["intra_node"]),
+               c["inter_node"]["transport"], c["inter_node"]["gdr"])
+        groups.setdefault(key if len(comms) > MAX_TABLE_ROWS else (c["id"],) + key, []).append(c)
+    rows = []
+    for members in sorted(groups.values(), key=lambda m: -(m[0]["nranks"] or m[0]["ranks_seen"])):
+        c = members[0]
+        name = c["id"] if len(members) == 1 else f"{len(members)} comms ({c['id']}, ...)"
+        ranks = str(c["nranks"]) if c["nranks"] else f"{c['ranks_seen']} seen"
+        nodes = str(c["nnodes"]) if c["nnodes"] else f"{c['hosts_seen']} seen"
+        gdr = {True: "yes", False: "no", None: "-"}[c["inter_node"]["gdr"]]
+        rows.append((name, ranks, nodes, str(c["local_ranks"] or "-"), ", ".join(c["intra_node"]) or "-",
+                     c["inter_node"]["transport"], gdr))
+    return Table(title="Communicators", columns=("communicator", "ranks", "nodes", "local ranks",
+                                                 "intra-node", "inter-node", "GDR"), rows=tuple(rows[:200]))
+
+
+def _group_dict(g: Group) -> dict:
+    d = {"category": g.category, "kind": g.kind, "count": g.count,
+         "first": {"file": g.first.file, "line": g.first.line, "text": g.first.text} if g.first else None,
+         "hosts": sorted(g.hosts)[:50], "host_count": len(g.hosts)}
+    if g.ranks:
+        d["ranks"] = ranges(g.ranks)
+    if g.detail:
+        d["detail"] = dict(g.detail)
+    return d
+
+
+def diagnose(r: ParseResult) -> Report:
+    """Findings, verdict summary, JSON data and the communicator table for one parsed log set."""
+    inter = inter_node(r)
+    intra = intra_transports(r)
+    report = Report(command="parse")
+    report.extend(_error_findings(r))
+    trace = _trace_finding(r) if not r.errors else None
+    if trace:
+        report.add(trace)
+    report.extend(_watchdog_findings(r))
+    report.extend(_transport_findings(r, inter))
+    report.extend(_intra_findings(r, inter, intra))
+    vf = _version_finding(r)
+    if vf:
+        report.add(vf)
+    report.extend(_warning_findings(r))
+    report.extend(_input_findings(r))
+
+    comms = [comm_summary(c, r) for c in r.comms.values()]
+    comms.sort(key=lambda c: (-(c["nranks"] or 0), c["id"]))
+    ranks = _all_ranks(r)
+    if comms:
+        report.tables.append(comm_table(comms))
+    gdr = {True: "+GDRDMA", False: " without GDR", None: ""}[inter.gdr]
+    parts = [f"inter-node {inter.transport}{gdr}"]
+    if intra:
+        parts.append(f"intra-node {', '.join(intra)}")
+    parts.append(f"{len(r.hosts)} host{'s' if len(r.hosts) != 1 else ''}, {len(ranks)} ranks seen, "
+                 f"{len(comms)} communicator{'s' if len(comms) != 1 else ''}")
+    if r.versions:
+        parts.append("NCCL " + ", ".join(sorted(r.versions)))
+    report.summary = "; ".join(parts)
+    report.data = {
+        "inter_node": {"transport": inter.transport, "gdr": inter.gdr, "evidence": inter.evidence},
+        "intra_node": {"transports": intra},
+        "nccl_versions": sorted(r.versions),
+        "hosts": sorted(r.hosts),
+        "processes": len(r.procs),
+        "ranks": {"count": len(ranks), "ranges": ranges(ranks)},
+        "communicators": comms,
+        "network": {
+            "selected": dict(r.networks),
+            "net_plugins": dict(r.net_plugins),
+            "ib_devices": _by_value(r.ib_devices),
+            "link_layers": dict(r.link_layers),
+            "ib_no_device_hosts": sorted(r.ib_no_device),
+            "socket_interfaces": _by_value(r.socket_ifaces),
+            "ofi_providers": dict(r.ofi_providers),
+            "gdr_hca": {k: sorted(v)[:50] for k, v in r.gdr_hca.items()},
+            "nvls_available": r.nvls_available,
+        },
+        "bootstrap_interfaces": _by_value(r.bootstrap_ifaces),
+        "settings": {k: dict(v) for k, v in sorted(r.settings.items())},
+        "warnings": [_group_dict(g) for g in sorted(r.warnings.values(), key=lambda g: -g.count)],
+        "errors": [_group_dict(g) for g in r.errors.values()],
+        "watchdog": [_group_dict(g) | {"op": k[0], "seq": k[1]} for k, g in r.watchdog.items()],
+        "error_return_codes": {RETCODES.get(c, str(c)): n for c, n in r.retcodes.items()},
+        "inputs": r.sources,
+        "lines": r.lines,
+        "nccl_lines": r.nccl_lines,
+    }
+    return report

@@ -1,0 +1,182 @@
+"""Reading NCCL logs: inputs (files, ``-``, ``.gz``, directories) into capped, decoded lines, and
+the small text helpers that undo what launchers and terminals do to those lines.
+
+Everything here streams: a line longer than ``MAX_LINE`` bytes is cut (the rest skipped in
+chunks), so memory never grows with the size of a file or of one line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from .errors import InputError
+
+MAX_LINE = 16 * 1024  # bytes kept of one physical line; NCCL itself caps a line at 1 KiB
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: a file path, or ``-`` for stdin."""
+
+    name: str
+    path: Path | None  # None for stdin
+
+
+@dataclass
+class ReadStats:
+    """What reading one source ran into; the diagnosis reports it instead of failing."""
+
+    lines: int = 0
+    bytes: int = 0
+    cut_lines: int = 0
+    error: str | None = None
+
+
+def resolve_sources(paths: list[str]) -> list[Source]:
+    """Expand directories (recursively, sorted, hidden files skipped); refuse missing paths."""
+    sources: list[Source] = []
+    for raw in paths:
+        if raw == "-":
+            sources.append(Source("-", None))
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            files = sorted(
+                p for p in path.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            if not files:
+                raise InputError(f"{raw}: directory holds no log files")
+            sources += [Source(str(p), p) for p in files]
+        elif path.exists():
+            if not path.is_file():
+                raise InputError(f"{raw}: not a regular file")
+            sources.append(Source(raw, path))
+        else:
+            raise InputError(f"{raw}: no such file or directory")
+    if not sources:
+        raise InputError("no input given")
+    return sources
+
+
+def _open_binary(source: Source) -> BinaryIO:
+    if source.path is None:
+        stdin = sys.stdin.buffer
+        peek = getattr(stdin, "peek", None)
+        if peek is not None and peek(2)[:2] == _GZIP_MAGIC:
+            return gzip.GzipFile(fileobj=stdin, mode="rb")  # type: ignore[return-value]
+        return stdin
+    try:
+        fh = open(source.path, "rb")
+    except OSError as exc:
+        raise InputError(f"{source.name}: cannot read: {exc.strerror or exc}") from None
+    if fh.peek(2)[:2] == _GZIP_MAGIC:  # by content, not by name
+        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+    return fh
+
+
+def read_lines(source: Source, stats: ReadStats) -> Iterator[str]:
+    """Yield decoded physical lines (without line ends) of one source; never raises on content.
+
+    A damaged gzip stream or an I/O error ends the source early and is noted in ``stats.error``.
+    """
+    fh = _open_binary(source)
+    readline = fh.readline
+    try:
+        while True:
+            try:
+                raw = readline(MAX_LINE)
+            except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
+                stats.error = _describe_read_error(exc)
+                return
+            if not raw:
+                return
+            stats.lines += 1
+            stats.bytes += len(raw)
+            if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
+                stats.cut_lines += 1
+                while True:  # skip the rest of an over-long line, chunk by chunk
+                    try:
+                        more = readline(MAX_LINE)
+                    except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
+                        stats.error = _describe_read_error(exc)
+                        break
+                    stats.bytes += len(more)
+                    if not more or more.endswith(b"\n"):
+                        break
+            yield raw.decode("utf-8", "replace").rstrip("\r\n")
+            if stats.error:
+                return
+    finally:
+        if source.path is not None:
+            fh.close()
+
+
+def _describe_read_error(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "compressed stream ended early (truncated .gz)"
+    if isinstance(exc, (zlib.error, gzip.BadGzipFile)):
+        return f"corrupt compressed data ({exc})"
+    return f"read error ({getattr(exc, 'strerror', None) or exc})"
+
+
+def is_probably_binary(path: Path) -> bool:
+    """True for files whose first KiB has NUL bytes (core dumps, checkpoints...)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1024)
+        if head[:2] == _GZIP_MAGIC:
+            return False
+        return b"\x00" in head
+    except OSError:
+        return False
+
+
+# --- text helpers -----------------------------------------------------------------------------
+
+# Real escapes, escapes pasted as the text "ESC[...m", and "[0m" remnants whose ESC byte was lost.
+_ANSI_RE = re.compile(r"(?:\x1b|ESC)\[[0-9;]*[A-Za-z]|\[(?:\d{1,3};)*\d{0,3}m(?= |$)")
+# Ray's log deduplication suffix, with its optional explanation in parentheses.
+_RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\](?:\s*\(Ray deduplicates.*)?$")
+
+
+def clean(text: str) -> str:
+    """Drop terminal colour codes and Ray's ``[repeated Nx across cluster]`` suffix."""
+    if "[" in text:
+        if "m" in text:
+            text = _ANSI_RE.sub("", text)
+        if "[repeated" in text:
+            text = _RAY_REPEAT_RE.sub("", text)
+    return text.strip()
+
+
+# Where a wrapped line's continuation cannot be: anything that starts a record of its own.
+_RECORD_START_RE = re.compile(
+    r"""^(?:\s|$|[\[(<>#`|]|\x1b|ESC\[|Traceback|File\ "|During\ handling
+        |[\w.-]+:\d+:\d+\ |[\w.-]+:\ |\d+:\ |[IWEF]\d{4}\ |\d{4}-\d\d-\d\d
+        |[A-Z][a-z]+\ \d|[A-Za-z_.]*(?:Error|Exception|Warning)\b|NCCL\ )""",
+    re.VERBOSE,
+)
+WRAP_MIN = 100  # a line shorter than this was not hard-wrapped by a terminal
+
+
+def is_continuation(line: str) -> bool:
+    """A physical line that only makes sense glued to the one before (terminal hard wrap)."""
+    return bool(line) and not _RECORD_START_RE.match(line)
+
+
+def source_size(source: Source) -> int | None:
+    if source.path is None:
+        return None
+    try:
+        return os.path.getsize(source.path)
+    except OSError:
+        return None

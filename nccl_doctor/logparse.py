@@ -1,0 +1,897 @@
+"""``nccl-doctor parse``: read NCCL_DEBUG=INFO logs into a ``ParseResult`` (what NCCL said, per
+host, process and communicator), then ``logdiag.diagnose`` turns it into findings.
+
+The parser is one streaming pass. State grows with hosts, processes, ranks and communicators, never
+with the number of lines: repeated channel lines are recognised by a per-process set of line tails
+before any regex runs, and warnings/errors are grouped by kind with a count and a first occurrence.
+Formats follow NCCL 2.0 to 2.30 (see ``reference/nccl-facts.md`` section A).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from . import loglines
+from .errors import InputError
+from .loglines import ReadStats, Source, clean, is_continuation
+
+# --- the model ----------------------------------------------------------------------------------
+
+MAX_EXAMPLES = 5  # evidence lines kept per group
+MAX_GROUPS = 200  # distinct warning/error kinds kept (the rest is counted as "other")
+MAX_SET = 4096  # hosts/ranks kept per group for "where"
+
+
+@dataclass
+class Evidence:
+    """A line as the user can find it again: file, line number, text."""
+
+    file: str | None
+    line: int | None
+    text: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file and self.line else ""
+        return f"{where}{self.text[:300]}"
+
+
+@dataclass
+class Group:
+    """All occurrences of one kind of warning or error."""
+
+    category: str
+    kind: str
+    count: int = 0
+    first: Evidence | None = None
+    examples: list[Evidence] = field(default_factory=list)
+    hosts: set[str] = field(default_factory=set)
+    ranks: set[int] = field(default_factory=set)
+    detail: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Comm:
+    """One communicator, merged over every process that reported on it."""
+
+    key: str
+    comm_id: str | None = None
+    nranks: int | None = None
+    nnodes: int | None = None
+    local_ranks: int | None = None
+    first_ptr: str | None = None
+    members: int = 0
+    complete: int = 0
+    hosts: set[str] = field(default_factory=set)
+    rank_host: dict[int, str] = field(default_factory=dict)
+    intra: Counter = field(default_factory=Counter)  # intra-node transport token -> connections
+    net: Counter = field(default_factory=Counter)  # (host, peer rank, net name, gdr) -> connections
+    collnet: Counter = field(default_factory=Counter)
+    nvls: bool = False
+    ring_gdr: set[int] = field(default_factory=set)  # from "Connected all rings, use ring PXN x GDR y"
+    first: Evidence | None = None
+
+    def merge(self, other: "Comm") -> None:
+        self.hosts |= other.hosts
+        for r, h in other.rank_host.items():
+            if self.rank_host.get(r) is None:
+                self.rank_host[r] = h
+        self.intra.update(other.intra)
+        self.net.update(other.net)
+        self.collnet.update(other.collnet)
+        self.nvls = self.nvls or other.nvls
+        self.ring_gdr |= other.ring_gdr
+        self.first = self.first or other.first
+
+
+@dataclass(eq=False)
+class Membership:
+    """One process in one communicator; ``seen`` holds channel-line tails already counted."""
+
+    comm: Comm
+    rank: int | None = None
+    ptr: str | None = None
+    started: bool = False  # an "Init START" line exists (2.18.3+): channel lines follow it
+    loose: bool = False  # channel lines seen before any init line: the comm is not known yet
+    seen: set[str] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class Proc:
+    """One NCCL process (``host:pid``)."""
+
+    host: str | None
+    pid: int | None
+    version: str | None = None
+    memberships: list[Membership] = field(default_factory=list)
+    cur: Membership | None = None
+
+
+@dataclass
+class ParseResult:
+    """Everything the logs said, aggregated; ``logdiag.diagnose`` reads only this."""
+
+    sources: list[dict] = field(default_factory=list)
+    lines: int = 0
+    nccl_lines: int = 0
+    versions: dict[str, set[str]] = field(default_factory=dict)  # version -> "host:pid" (capped)
+    version_first: dict[str, Evidence] = field(default_factory=dict)
+    hosts: dict[str, set[int]] = field(default_factory=dict)
+    host_max_dev: dict[str, int] = field(default_factory=dict)
+    procs: dict[tuple, Proc] = field(default_factory=dict)
+    comms: dict[str, Comm] = field(default_factory=dict)
+    named_ranks: set[int] = field(default_factory=set)  # ranks named outside communicators
+    networks: Counter = field(default_factory=Counter)  # "Using network X" and friends
+    net_plugins: Counter = field(default_factory=Counter)
+    ib_devices: dict[str, list[str]] = field(default_factory=dict)  # host -> ["mlx5_0:1/IB", ...]
+    link_layers: Counter = field(default_factory=Counter)
+    ib_no_device: dict[str, Evidence] = field(default_factory=dict)
+    ib_sideband: set[str] = field(default_factory=set)
+    socket_ifaces: dict[str, list[str]] = field(default_factory=dict)  # host -> ["eth0:10.0.0.1", ...]
+    bootstrap_ifaces: dict[str, list[str]] = field(default_factory=dict)
+    oob_ifaces: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Counter] = field(default_factory=dict)
+    gdr_hca: dict[str, set[str]] = field(default_factory=dict)  # "Enabled"/"Disabled" -> {"host/hca"}
+    gdr_gpu: Counter = field(default_factory=Counter)
+    ofi_providers: Counter = field(default_factory=Counter)
+    nvls_available: bool = False
+    warnings: dict[str, Group] = field(default_factory=dict)  # non-fatal NCCL WARN kinds
+    errors: dict[tuple[str, str], Group] = field(default_factory=dict)  # (category, kind)
+    retcodes: Counter = field(default_factory=Counter)  # "file.cc:NN -> N" error traces
+    watchdog: dict[tuple, Group] = field(default_factory=dict)  # (op, seq)
+    verbs_seen: bool = False  # IB verbs in use (completion/verbs errors)
+
+    @property
+    def has_nccl(self) -> bool:
+        return self.nccl_lines > 0
+
+    def group(self, table: dict, key, category: str, kind: str, ev: Evidence, host=None, rank=None) -> Group:
+        g = table.get(key)
+        if g is None:
+            if len(table) >= MAX_GROUPS:
+                key, kind = ("other", "other") if isinstance(key, tuple) else "other", "other"
+                g = table.get(key)
+            if g is None:
+                g = table[key] = Group(category, kind, first=ev)
+        g.count += 1
+        if len(g.examples) < MAX_EXAMPLES:
+            g.examples.append(ev)
+        if host and len(g.hosts) < MAX_SET:
+            g.hosts.add(host)
+        if rank is not None and len(g.ranks) < MAX_SET:
+            g.ranks.add(rank)
+        return g
+
+
+# --- regexes (compiled once; each used only after a cheap substring test) -----------------------
+
+# host:pid:tid [dev] with an optional "file:line (func)" for WARN lines; anything before is a prefix.
+_PREFIX_RE = re.compile(
+    r"(?:^|(?<=[\s>\])}`:|]))(?P<host>[^\s:\[\](){}<>`|]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]"
+    r"(?: (?P<src>\S+:\d+)(?: \([^)]*\))?)?\s*$"
+)
+_DEV_ONLY_RE = re.compile(r"\[(\d+)\](?: (\S+:\d+))?\s*$")
+_LAUNCHER_RANK_RE = re.compile(r"^\s*(?:\[\d+,(\d+)\]<\w+>:|\[rank(\d+)\]:|(\d+): )")
+_MARK_RE = re.compile(
+    r"(?:[^\s:\[\](){}<>`|]+:\d+:\d+ )?\[\d+\] (?:\S+:\d+(?: \([^)]*\))? )?NCCL (?:INFO|WARN|ABORT|TRACE) "
+)
+_VERSION_RE = re.compile(r"NCCL version (\d+\.\d+\.\d+)([^\s+]*)(\+cuda[\d.]+)?")
+_VIA_RE = re.compile(
+    r"^(?:Ring|Channel|CollNet|Coll|NVLS) \d+(?:/\d+)? : (\d+)(?:\[[0-9a-fA-Fx]*\])?"
+    r"(?: -> (\d+)(?:\[[0-9a-fA-Fx]*\])?)?(?: \[(send|receive)\])? via (.+)$"
+)
+_NETTR_RE = re.compile(r"^(COLL)?NET/(.+?)/(\d+)(?:\((\d+)\))?(/GDRDMA)?")
+_COMM_RE = re.compile(r"\bcomm (0x[0-9a-fA-F]+|\(nil\)|[0-9a-fA-F]+) rank (\d+) nranks (\d+)", re.I)
+_FIELD_RE = re.compile(r"\b(commId|nNodes|localRanks) (0x[0-9a-fA-F]+|\d+)")
+_OLD_RANK_RE = re.compile(r"^rank (\d+) nranks (\d+)")
+_IBDEV_RE = re.compile(r"\[\d+\]\s*([\w.+-]+):(\d+)(?::-?\d*)*/(IB|RoCE|UNSPECIFIED)")
+_OOB_RE = re.compile(r"; OOB ([^:\s]+):")
+_IFACE_RE = re.compile(r"(?:\[\d+\])?([^\s:\[\]]+):(\S+?)<\d+>")
+_SETTING_RE = re.compile(r"^(\w+) set (?:by environment |from environment |)to (.*?)\s*$")
+_NETWORK_RE = re.compile(r"^(?:Using network|Using internal Network|Assigned NET plugin) (.+?)(?: to comm.*)?\s*$")
+_PLUGIN_RE = re.compile(r"Loaded (?:net|coll(?:Net)?) plugin (.+?)(?: \(v\d+\))?\s*$", re.I)
+_GDR_HCA_RE = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for HCA (\d+|[0-9a-fx]+)(?: '([^']*)')?")
+_GDR_GPU_RE = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for GPU")
+_RING_GDR_RE = re.compile(r"Connected all rings.*\bGDR (\d)")
+_NVLS_CHANNELS_RE = re.compile(r"(\d+) nvls channels")
+_OFI_PROVIDER_RE = re.compile(r"Selected [Pp]rovider is ([^\s,]+)")
+_TRACE_RE = re.compile(r"^[\w./-]+\.(?:cc|c|h|cu|cpp):\d+ -> (\d+)")
+_WATCHDOG_RE = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
+_TIMEOUT_RE = re.compile(r"Timeout\(ms\)=(\d+)")
+_RANFOR_RE = re.compile(r"ran for (\d+) milliseconds")
+_PT_RANK_RE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_NCCLTESTS_RANK_RE = re.compile(r"^#\s+Rank\s+(\d+) (?:Group\s+\d+ )?Pid\s+\d+ on\s+(\S+)")
+_NCCL_ERROR_RE = re.compile(
+    r"\b(nccl(?:InternalError|SystemError|RemoteError|InvalidUsage|InvalidArgument|UnhandledCudaError|Timeout)"
+    r"|unhandled (?:system|cuda) error|remote process exited or there was a network error"
+    r"|internal error - please report|NCCL communicator was aborted|Test NCCL failure"
+    r"|NCCL error in:?|NCCL Error \d+)",
+)
+_LAST_ERROR_RE = re.compile(r"\b(nccl[A-Z]\w+: .+)$")
+_KIND_SUBS = [
+    (re.compile(r"\S+<\d+>"), "<addr>"),  # host<port> / ip<port>
+    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "<ip>"),
+    (re.compile(r"(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}"), "<ip6>"),
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x#"),
+    (re.compile(r"\d+"), "#"),
+]
+
+# (category, pattern) for NCCL WARN messages; the first that matches wins. "warn" = not fatal.
+_WARN_RULES: list[tuple[str, re.Pattern]] = [
+    ("ib-completion", re.compile(r"Got completion")),
+    ("verbs", re.compile(r"\bibv_\w+ failed|Unable to open device|incompatible devices|Call to ibv_|ibv_\w+\(\) failed")),
+    ("no-interface", re.compile(
+        r"no socket interface found|No usable listening interface|no interface found|No IP interface found"
+        r"|No interface found in the same subnet", re.I)),
+    ("connect", re.compile(
+        r"Connect(?:ion)? to .*(?:failed|refused|timed out)|\bConnect to \S|exceeded (?:retries|timeouts)"
+        r"|Connection closed by|Call to (?:recv|send|accept|connect)\b.*failed|Socket recv failed|returned \d+\(.*errno"
+        r"|No route to host|Connection refused|Connection reset|socketPollConnect|socketStartConnect", re.I)),
+    ("cuda", re.compile(r"Cuda failure|CUDA error|Failed to CUDA|cuda\w* failed|out of memory|unhandled cuda", re.I)),
+    ("version-mismatch", re.compile(r"Mismatched NCCL version")),
+    ("nccl-error", re.compile(
+        r"Failed to execute operation|internal error|system error|remote error|Invalid|Duplicate GPU"
+        r"|does not loop back|does not contain rank|Bootstrap Root|network .* not found"
+        r"|Failed to initialize any NET plugin|Unrecognized|No algorithm/protocol|Timeout|timed out|abort", re.I)),
+]
+_ERROR_CATEGORIES = {c for c, _ in _WARN_RULES}
+
+
+def warn_kind(msg: str) -> str:
+    """A message with addresses and numbers masked, so repeats of one problem group together."""
+    text = msg[:160]
+    for rx, repl in _KIND_SUBS:
+        text = rx.sub(repl, text)
+    return text.strip()
+
+
+# --- the parser ---------------------------------------------------------------------------------
+
+
+class LogParser:
+    """Feed physical lines with ``feed``; call ``finish`` once; read ``result``."""
+
+    def __init__(self) -> None:
+        self.result = ParseResult()
+        self.file: str | None = None
+        self.lineno = 0
+        self._prefix_cache: dict[str, Proc | None] = {}
+        self._held: str | None = None  # a long NCCL line that may continue on the next line
+        self._held_lineno = 0
+        self._unidentified: Comm | None = None
+        self._orphans: list[Comm] = []
+
+    # physical lines: hard wraps, CRs and the cheap "is this about NCCL at all" filter
+    def feed(self, line: str) -> None:
+        self.lineno += 1
+        if "\r" in line:
+            for part in line.split("\r"):
+                if part:
+                    self._physical(part)
+            return
+        self._physical(line)
+
+    def feed_all(self, lines: Iterable[str]) -> None:
+        """``feed`` every line, skipping already-counted channel lines without a call or a regex.
+
+        This loop is the hot path of a 32,768-rank log: most lines repeat a connection already seen
+        on another channel (only the channel number differs), which one set lookup recognises.
+        """
+        cache, feed = self._prefix_cache, self.feed
+        skipped = 0
+        for line in lines:
+            i = line.find(" NCCL INFO ")
+            if i > 0:
+                c = line[i + 11:i + 13]
+                if c == "Ch" or c == "Ri":
+                    proc = cache.get(line[:i])
+                    if proc is not None and proc.cur is not None:
+                        k = line.find(" : ", i)
+                        if k > 0 and line[k:] in proc.cur.seen:
+                            self.lineno += 1
+                            skipped += 1
+                            continue
+            feed(line)
+        self.result.nccl_lines += skipped
+
+    def _physical(self, line: str) -> None:
+        if "NCCL" in line or "nccl" in line:
+            if self._held is not None:
+                self._flush_held()
+            if len(line) >= loglines.WRAP_MIN and (len(line) >= 160 or " NCCL INFO " not in line):
+                self._held, self._held_lineno = line, self.lineno
+            else:
+                self._logical(line)
+        elif self._held is not None and len(self._held) < loglines.MAX_LINE and is_continuation(line):
+            self._held += line
+        else:
+            if self._held is not None:
+                self._flush_held()
+            if "Rank" in line and line.startswith("#"):
+                self._nccl_tests_header(line)
+
+    def _flush_held(self) -> None:
+        held, self._held = self._held, None
+        lineno, self.lineno = self.lineno, self._held_lineno
+        self._logical(held)
+        self.lineno = lineno
+
+    def end_source(self) -> None:
+        if self._held is not None:
+            self._flush_held()
+
+    # logical lines
+    def _logical(self, line: str) -> None:
+        i = line.find(" NCCL INFO ")
+        if i >= 0:
+            msg = line[i + 11:]
+            if "NCCL " in msg and self._split_spliced(line):
+                return
+            self.result.nccl_lines += 1
+            proc = self._prefix_cache.get(line[:i], False)
+            if proc is False:
+                proc = self._proc_for_prefix(line[:i])
+            self._info(proc, msg)
+            return
+        self._other(line)
+
+    def _split_spliced(self, line: str) -> bool:
+        """Two NCCL records glued on one physical line: feed each on its own."""
+        starts = [m.start() for m in _MARK_RE.finditer(line)]
+        if len(starts) < 2:
+            return False
+        starts[0] = 0
+        for a, b in zip(starts, starts[1:] + [len(line)]):
+            self._logical(line[a:b].rstrip())
+        return True
+
+    def _proc_for_prefix(self, prefix: str) -> Proc | None:
+        r = self.result
+        text = clean(prefix) if ("[" in prefix or "\x1b" in prefix) else prefix
+        m = _PREFIX_RE.search(text)
+        proc = None
+        if m:
+            host = m.group("host")
+            if host not in r.hosts and len(r.hosts) < 10000:
+                # a spliced line glues the tail of one record to the next host name
+                known = next((h for h in r.hosts if host.endswith(h) and host != h), None)
+                host = known or host
+            pid, dev = int(m.group("pid")), int(m.group("dev"))
+            proc = r.procs.get((host, pid))
+            if proc is None:
+                proc = r.procs[(host, pid)] = Proc(host, pid)
+                r.hosts.setdefault(host, set()).add(pid)
+            if dev > r.host_max_dev.get(host, -1):
+                r.host_max_dev[host] = dev
+            lead = text[: m.start()]
+        else:
+            lead = text
+        lm = _LAUNCHER_RANK_RE.match(lead) if lead else None
+        if lm:
+            r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
+        if len(self._prefix_cache) > 200_000:
+            self._prefix_cache.clear()
+        self._prefix_cache[prefix] = proc
+        return proc
+
+    def _ev(self, text: str) -> Evidence:
+        return Evidence(self.file, self.lineno, clean(text)[:500])
+
+    # INFO messages ---------------------------------------------------------------------------
+    def _info(self, proc: Proc | None, msg: str) -> None:
+        c = msg[:2]
+        if c == "Ch" or c == "Ri" or c == "Co" and msg.startswith("Coll"):
+            k = msg.find(" : ")
+            if k > 0:
+                mem = proc.cur if proc is not None and proc.cur is not None else self._loose(proc)
+                tail = msg[k:]
+                if tail in mem.seen:
+                    return
+                if len(mem.seen) < 4096:
+                    mem.seen.add(tail)
+                if " via " in tail:
+                    self._channel(proc, mem, msg)
+                return
+        if c == "co" or c == "nc" or c == "[R" or c == "ra":
+            if self._init_line(proc, msg):
+                return
+        handler = _INFO_DISPATCH.get(msg[:5])
+        if handler is not None:
+            handler(self, proc, msg)
+            return
+        if msg[:1].isdigit():
+            self._numeric_info(proc, msg)
+        elif " -> " in msg:
+            self._trace(proc, msg)
+        elif " set " in msg:
+            self._setting(msg)
+        elif "Call to connect returned" in msg or "NCCL WARN" in msg:
+            self._warn(proc, msg, info=True)
+
+    def _loose(self, proc: Proc | None) -> Membership:
+        """Channel lines before any init line of their process: keep them aside until one comes."""
+        if proc is None:
+            if self._unidentified is None:
+                self._unidentified = Comm("unidentified")
+            return Membership(self._unidentified, loose=True)
+        mem = Membership(Comm("unidentified"), loose=True)
+        proc.cur = mem
+        return mem
+
+    def _channel(self, proc: Proc | None, mem: Membership, msg: str) -> None:
+        m = _VIA_RE.match(msg)
+        if not m:
+            return
+        src, dst, direction, tr = m.groups()
+        src = int(src)
+        dst = int(dst) if dst is not None else None
+        local, peer = (dst, src) if direction == "receive" else (src, dst)
+        if proc is not None and mem.rank is not None and local != mem.rank and not mem.loose:
+            other = next((x for x in reversed(proc.memberships) if x.rank == local), None)
+            mem = other or mem
+        comm = mem.comm
+        host = proc.host if proc is not None else None
+        if local is not None:
+            if host is not None:
+                if comm.rank_host.get(local) is None:
+                    comm.rank_host[local] = host
+                comm.hosts.add(host)
+            elif mem.comm is self._unidentified:
+                self.result.named_ranks.add(local)
+            if mem.rank is None and not mem.loose:
+                mem.rank = local
+        if peer is not None and host is None:
+            self.result.named_ranks.add(peer)
+        if peer is not None and peer not in comm.rank_host and len(comm.rank_host) < 1 << 20:
+            comm.rank_host.setdefault(peer, None)  # named, host unknown yet
+        tr = clean(tr)
+        comm.first = comm.first or self._ev(msg)
+        nm = _NETTR_RE.match(tr)
+        if nm:
+            coll, name, _dev, _proxy, gdr = nm.groups()
+            if coll:
+                comm.collnet[(name, bool(gdr))] += 1
+            else:
+                comm.net[(host, peer, name, bool(gdr))] += 1
+        else:
+            comm.intra[re.sub(r"/indirect/\d+(?:\[[0-9a-fA-F]*\])?", "/indirect", tr)] += 1
+
+    def _init_line(self, proc: Proc | None, msg: str) -> bool:
+        """``comm 0x.. rank R nranks N ...`` in all its versions; True if handled."""
+        m = _COMM_RE.search(msg)
+        if not m:
+            om = _OLD_RANK_RE.match(msg)
+            if om and proc is not None:  # NCCL 2.3: "rank 0 nranks 8"
+                self._membership(proc, None, None, int(om.group(1)), int(om.group(2)))
+                return True
+            return False
+        ptr, rank, nranks = m.group(1), int(m.group(2)), int(m.group(3))
+        fields = dict(_FIELD_RE.findall(msg, m.end()))
+        comm_id = fields.get("commId")
+        if proc is None:
+            self.result.named_ranks.add(rank)
+            return True
+        if msg.endswith("Init START") and proc.cur is not None and proc.cur.loose:
+            self._orphans.append(proc.cur.comm)  # 2.18.3+: those lines belong to an earlier comm
+            proc.cur = None
+        mem = self._membership(proc, ptr, comm_id, rank, nranks)
+        comm = mem.comm
+        if "nNodes" in fields:
+            comm.nnodes = int(fields["nNodes"])
+        if "localRanks" in fields:
+            comm.local_ranks = int(fields["localRanks"])
+        if msg.endswith("Init START"):
+            mem.started = True
+        elif "Init COMPLETE" in msg:
+            comm.complete += 1
+            if not mem.started:
+                proc.cur = None  # <= 2.17: the next comm's channel lines come before its init line
+        return True
+
+    def _membership(self, proc: Proc, ptr, comm_id, rank: int, nranks: int) -> Membership:
+        r = self.result
+        mem = None
+        if ptr is not None:
+            mem = next((x for x in reversed(proc.memberships) if x.ptr == ptr), None)
+            if mem is None:  # NCCL 2.3 prints "rank R nranks N" before the line with the pointer
+                mem = next((x for x in reversed(proc.memberships)
+                            if x.ptr is None and x.rank == rank and x.comm.nranks == nranks), None)
+                if mem is not None:
+                    mem.ptr = ptr
+        if mem is not None and comm_id and mem.comm.comm_id is None:
+            # learned the commId late (2.16-2.20 print it only on some lines): re-key
+            old = mem.comm
+            if r.comms.get(old.key) is old and old.members <= 1:
+                del r.comms[old.key]
+                comm = r.comms.get(comm_id)
+                if comm is None:
+                    old.key, old.comm_id = comm_id, comm_id
+                    r.comms[comm_id] = old
+                else:
+                    comm.merge(old)
+                    comm.members += 1
+                    mem.comm = comm
+        if mem is None:
+            if comm_id:
+                key = comm_id
+            else:
+                nth = sum(1 for x in proc.memberships if x.comm.comm_id is None and x.comm.nranks == nranks)
+                key = f"nranks={nranks}#{nth}"
+            comm = r.comms.get(key)
+            if comm is None:
+                comm = r.comms[key] = Comm(key, comm_id=comm_id, nranks=nranks, first_ptr=ptr, first=self._ev(
+                    f"{proc.host}: comm {ptr} rank {rank} nranks {nranks}"))
+            comm.members += 1
+            mem = Membership(comm, rank=rank, ptr=ptr)
+            cur = proc.cur
+            if cur is not None and cur.loose:
+                comm.merge(cur.comm)  # adopt channel lines printed before this init line
+            proc.memberships.append(mem)
+            if len(proc.memberships) > 64:
+                del proc.memberships[0]
+            proc.cur = mem
+        mem.rank = rank
+        comm = mem.comm
+        comm.nranks = comm.nranks or nranks
+        if proc.host is not None:
+            comm.hosts.add(proc.host)
+            comm.rank_host[rank] = proc.host
+        return mem
+
+    def _numeric_info(self, proc: Proc | None, msg: str) -> None:
+        if "nvls channels" in msg:
+            m = _NVLS_CHANNELS_RE.search(msg)
+            if m and int(m.group(1)) > 0 and proc is not None and proc.cur is not None:
+                proc.cur.comm.nvls = True
+            elif m and int(m.group(1)) > 0:
+                self._loose(proc).comm.nvls = True
+        elif " -> " in msg:
+            self._trace(proc, msg)
+
+    def _trace(self, proc: Proc | None, msg: str) -> None:
+        m = _TRACE_RE.match(msg)
+        if m and m.group(1) != "0":
+            self.result.retcodes[int(m.group(1))] += 1
+
+    def _setting(self, msg: str) -> None:
+        m = _SETTING_RE.match(clean(msg))
+        if not m or not m.group(1).isupper():
+            return
+        name, value = m.group(1), m.group(2)
+        if value.endswith(".") and value[:-1].lstrip("-").isdigit():
+            value = value[:-1]
+        c = self.result.settings.setdefault(name, Counter())
+        if value in c or len(c) < 64:
+            c[value] += 1
+
+    def _version(self, proc: Proc | None, msg: str) -> None:
+        m = _VERSION_RE.search(msg)
+        if not m:
+            return
+        version = m.group(1) + m.group(2)
+        r = self.result
+        who = r.versions.setdefault(version, set())
+        if version not in r.version_first:
+            r.version_first[version] = self._ev(msg)
+        if proc is not None:
+            proc.version = version
+            if len(who) < MAX_SET:
+                who.add(f"{proc.host}:{proc.pid}")
+
+    def _nccl_word(self, proc: Proc | None, msg: str) -> None:
+        if msg.startswith("NCCL version"):
+            self._version(proc, msg)
+        elif " set " in msg:
+            self._setting(msg)
+
+    def _net_ib(self, proc: Proc | None, msg: str) -> None:
+        r = self.result
+        host = proc.host if proc is not None else "?"
+        msg = clean(msg)
+        if "Using" in msg and "/" in msg[6:] and _IBDEV_RE.search(msg):
+            devs = [f"{d}:{p}/{ll}" for d, p, ll in _IBDEV_RE.findall(msg)]
+            if host not in r.ib_devices:
+                r.ib_devices[host] = devs
+                for d in devs:
+                    r.link_layers[d.rsplit("/", 1)[1]] += 1
+            om = _OOB_RE.search(msg)
+            if om:
+                r.oob_ifaces.setdefault(host, om.group(1))
+        elif "No device found" in msg:
+            r.ib_no_device.setdefault(host, self._ev(msg))
+        elif "sideband" in msg:
+            r.ib_sideband.add(host)
+        elif "GPU Direct RDMA" in msg:
+            self._gdr(proc, msg)
+        elif "Got completion" in msg or "failed" in msg:
+            self._warn(proc, msg, info=True)
+
+    def _gdr(self, proc: Proc | None, msg: str) -> None:
+        m = _GDR_HCA_RE.search(msg)
+        if m:
+            host = proc.host if proc is not None else "?"
+            self.result.gdr_hca.setdefault(m.group(1), set()).add(f"{host}/{m.group(3) or m.group(2)}")
+            return
+        m = _GDR_GPU_RE.search(msg)
+        if m:
+            self.result.gdr_gpu[m.group(1)] += 1
+
+    def _net_socket(self, proc: Proc | None, msg: str) -> None:
+        host = proc.host if proc is not None else "?"
+        msg = clean(msg)
+        if ": Using [" in msg or ":Using [" in msg or msg.startswith("NET : Using interface"):
+            ifaces = [f"{i}:{a}" for i, a in _IFACE_RE.findall(msg.split("Using", 1)[1])]
+            if ifaces:
+                self.result.socket_ifaces.setdefault(host, ifaces)
+        elif "no interface found" in msg.lower():
+            self._warn(proc, msg, info=True)
+
+    def _net_other(self, proc: Proc | None, msg: str) -> None:
+        if msg.startswith("NET/IB"):
+            self._net_ib(proc, msg)
+        elif msg.startswith("NET/Socket") or msg.startswith("NET : Using"):
+            self._net_socket(proc, msg)
+        elif msg.startswith("NET/Plugin"):
+            m = _PLUGIN_RE.search(clean(msg))
+            if m:
+                self.result.net_plugins[m.group(1)] += 1
+            elif "internal" in msg or "No plugin found" in msg:
+                self.result.net_plugins["internal"] += 1
+        elif msg.startswith("NET/OFI"):
+            self.result.net_plugins["aws-ofi-nccl"] += 1
+            m = _OFI_PROVIDER_RE.search(msg)
+            if m:
+                self.result.ofi_providers[m.group(1)] += 1
+        elif "GPU Direct RDMA" in msg:
+            self._gdr(proc, msg)
+
+    def _bootstrap(self, proc: Proc | None, msg: str) -> None:
+        host = proc.host if proc is not None else "?"
+        msg = clean(msg)
+        if "Using" in msg:
+            ifaces = [f"{i}:{a}" for i, a in _IFACE_RE.findall(msg.split("Using", 1)[1])]
+            if ifaces:
+                self.result.bootstrap_ifaces.setdefault(host, ifaces)
+        elif "no socket interface" in msg.lower():
+            self._warn(proc, msg, info=True)
+
+    def _using(self, proc: Proc | None, msg: str) -> None:
+        m = _NETWORK_RE.match(clean(msg))
+        if m:
+            self.result.networks[m.group(1)] += 1
+
+    def _connected(self, proc: Proc | None, msg: str) -> None:
+        m = _RING_GDR_RE.search(msg)
+        if m and proc is not None and proc.cur is not None:
+            proc.cur.comm.ring_gdr.add(int(m.group(1)))
+
+    def _nvls(self, proc: Proc | None, msg: str) -> None:
+        if msg.startswith("NVLS comm"):
+            if proc is not None and proc.cur is not None:
+                proc.cur.comm.nvls = True
+            else:
+                self._loose(proc).comm.nvls = True
+        elif "multicast support is available" in msg:
+            self.result.nvls_available = True
+
+    def _gpu(self, proc: Proc | None, msg: str) -> None:
+        if "GPU Direct RDMA" in msg:
+            self._gdr(proc, msg)
+
+    def _service(self, proc: Proc | None, msg: str) -> None:
+        pass  # "[Service thread] Connection closed by localRank N": a consequence, never the cause
+
+    # WARN and everything without an INFO prefix -----------------------------------------------
+    def _other(self, line: str) -> None:
+        r = self.result
+        i = line.find(" NCCL WARN ")
+        if i < 0 and line.startswith("NCCL WARN "):
+            i = -1
+        if i >= 0 or line.startswith("NCCL WARN "):
+            r.nccl_lines += 1
+            prefix = line[:i] if i > 0 else ""
+            proc = self._prefix_cache.get(prefix, False) if prefix else None
+            if proc is False:
+                proc = self._proc_for_prefix(prefix)
+            self._warn(proc, line[i + 11:] if i >= 0 else line[10:], src=prefix)
+            return
+        text = clean(line)
+        if "Watchdog caught collective operation timeout" in text:
+            r.nccl_lines += 1
+            self._watchdog(text)
+            return
+        for level in (" NCCL TRACE ", " NCCL ABORT ", "NCCL INFO "):
+            j = text.find(level)
+            if j >= 0:
+                r.nccl_lines += 1
+                if level == "NCCL INFO ":  # a record with no prefix at all
+                    self._info(None, text[j + 10:])
+                return
+        if "NCCL version" in text:
+            r.nccl_lines += 1
+            lm = _LAUNCHER_RANK_RE.match(text)
+            self._version(None, text)
+            if lm:
+                r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
+            return
+        m = _NCCL_ERROR_RE.search(text)
+        if m:
+            r.nccl_lines += 1
+            self._error("nccl-error", text, None, kind=m.group(1))
+            return
+        m = _LAST_ERROR_RE.search(text)
+        if m and "nccl" in m.group(1)[:5]:
+            r.nccl_lines += 1
+            self._error("nccl-error", text, None, kind=warn_kind(m.group(1)))
+            return
+        if "ProcessGroupNCCL" in text:
+            r.nccl_lines += 1
+            lm = _LAUNCHER_RANK_RE.match(text) or _PT_RANK_RE.search(text)
+            if lm:
+                r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
+
+    def _warn(self, proc: Proc | None, msg: str, *, src: str = "", info: bool = False) -> None:
+        """Classify an NCCL WARN (or an INFO line that says the same) into an error or a warning."""
+        msg = clean(msg)
+        host = proc.host if proc is not None else None
+        rank = proc.cur.rank if proc is not None and proc.cur is not None else None
+        text = f"{host}: {msg}" if host else msg
+        retrying = info and "retrying" in msg  # "Call to connect returned ..., retrying": not fatal itself
+        for category, rx in _WARN_RULES if not retrying else ():
+            if rx.search(msg):
+                if category in ("ib-completion", "verbs"):
+                    self.result.verbs_seen = True
+                self._error(category, text, host, rank=rank, kind=warn_kind(msg))
+                return
+        kind = warn_kind(msg)
+        self.result.group(self.result.warnings, kind, "warn", kind, self._ev(text), host, rank)
+
+    def _error(self, category: str, text: str, host: str | None, *, kind: str, rank: int | None = None) -> None:
+        g = self.result.group(self.result.errors, (category, kind), category, kind, self._ev(text), host, rank)
+        if category == "ib-completion" and "status" not in g.detail:
+            m = re.search(r"(?:with status=|with error |status=)(?:\w+\()?(\d+)", text)
+            if m:
+                g.detail["status"] = m.group(1)
+            v = re.search(r"vendor[ _]err(?:or)?[ =](\d+)", text)
+            if v:
+                g.detail["vendor_err"] = v.group(1)
+
+    def _watchdog(self, text: str) -> None:
+        m = _WATCHDOG_RE.search(text)
+        seq, op = (m.group(1), m.group(2)) if m else ("?", "?")
+        key = (op, seq)
+        rm = _PT_RANK_RE.search(text)
+        lm = _LAUNCHER_RANK_RE.match(text)
+        rank = int(rm.group(1)) if rm else (int(next(g for g in lm.groups() if g)) if lm else None)
+        if rank is not None:
+            self.result.named_ranks.add(rank)
+        g = self.result.group(self.result.watchdog, key, "watchdog", f"{op} SeqNum={seq}", self._ev(text),
+                              None, rank)
+        t = _TIMEOUT_RE.search(text)
+        if t:
+            g.detail["timeout_ms"] = t.group(1)
+        ran = _RANFOR_RE.search(text)
+        if ran and int(ran.group(1)) > int(g.detail.get("ran_for_ms", 0)):
+            g.detail["ran_for_ms"] = ran.group(1)
+
+    def _nccl_tests_header(self, line: str) -> None:
+        m = _NCCLTESTS_RANK_RE.match(line)
+        if m:
+            self.result.named_ranks.add(int(m.group(1)))
+
+    def finish(self) -> ParseResult:
+        """Hand channel lines that never met their communicator to one 'unidentified' comm."""
+        if self._held is not None:
+            self._flush_held()
+        r = self.result
+        loose = [p.cur.comm for p in r.procs.values() if p.cur is not None and p.cur.loose] + self._orphans
+        if self._unidentified is not None:
+            loose.append(self._unidentified)
+        loose = [c for c in loose if c.intra or c.net or c.collnet or c.nvls or c.rank_host]
+        if loose:
+            target = r.comms.setdefault("unidentified", Comm("unidentified"))
+            for c in loose:
+                if c is not target:
+                    target.merge(c)
+        return r
+
+
+_INFO_DISPATCH = {
+    "NCCL ": LogParser._nccl_word,
+    "NET/I": LogParser._net_ib,
+    "NET/S": LogParser._net_socket,
+    "NET/P": LogParser._net_other,
+    "NET/O": LogParser._net_other,
+    "NET :": LogParser._net_socket,
+    "NET/G": LogParser._net_other,
+    "Boots": LogParser._bootstrap,
+    "Using": LogParser._using,
+    "Assig": LogParser._using,
+    "Conne": LogParser._connected,
+    "NVLS ": LogParser._nvls,
+    "GPU D": LogParser._gpu,
+    "[Serv": LogParser._service,
+}
+
+
+# --- public API ---------------------------------------------------------------------------------
+
+
+def parse_lines(lines: Iterable[str], *, name: str = "<lines>") -> ParseResult:
+    """Parse an iterable of text lines (line ends optional). Never raises on content."""
+    p = LogParser()
+    p.file = name
+    n = 0
+
+    def counted():
+        nonlocal n
+        for line in lines:
+            n += 1
+            yield line.rstrip("\r\n") if line.endswith(("\n", "\r")) else line
+
+    p.feed_all(counted())
+    p.end_source()
+    p.result.lines = n
+    p.result.sources.append({"name": name, "lines": n})
+    return p.finish()
+
+
+def parse_paths(paths: list[str]) -> ParseResult:
+    """Parse files, ``-`` (stdin), ``.gz`` files and directories (every file inside, recursively).
+
+    Raises ``InputError`` for a missing path or an empty directory; unreadable or damaged content
+    is recorded in ``result.sources`` and becomes a finding instead.
+    """
+    p = LogParser()
+    for source in loglines.resolve_sources(list(paths)):
+        stats = ReadStats()
+        p.file, p.lineno = source.name, 0
+        try:
+            p.feed_all(loglines.read_lines(source, stats))
+        except InputError:
+            raise
+        except OSError as exc:
+            stats.error = f"read error ({exc.strerror or exc})"
+        p.end_source()
+        p.result.lines += stats.lines
+        entry = {"name": source.name, "lines": stats.lines, "bytes": stats.bytes}
+        if stats.cut_lines:
+            entry["cut_lines"] = stats.cut_lines
+        if stats.error:
+            entry["error"] = stats.error
+        p.result.sources.append(entry)
+    return p.finish()
+
+
+def no_nccl_message(result: ParseResult) -> str:
+    """The one-line input error for logs without a single NCCL line."""
+    names = [s["name"] for s in result.sources]
+    what = names[0] if len(names) == 1 else f"{len(names)} inputs"
+    errors = [f"{s['name']}: {s['error']}" for s in result.sources if s.get("error")]
+    if errors and result.lines == 0:
+        return f"cannot read {errors[0]}"
+    if result.lines == 0:
+        return f"{what}: empty, no NCCL log lines (run the job with NCCL_DEBUG=INFO)"
+    return (f"{what}: no NCCL log lines in {result.lines} lines (run the job with NCCL_DEBUG=INFO, "
+            "and NCCL_DEBUG_FILE=/path/%h.%p.log to keep one file per process)")
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="log files, .gz files, directories (every file inside) or - for stdin")
+
+
+def run(args: argparse.Namespace):
+    from .logdiag import diagnose
+
+    args.inputs = tuple(p for p in args.paths if p != "-")
+    result = parse_paths(args.paths)
+    if not result.has_nccl:
+        raise InputError(no_nccl_message(result))
+    return diagnose(result)

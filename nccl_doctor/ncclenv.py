@@ -1,0 +1,393 @@
+"""NCCL and Gloo environment semantics, exactly as the libraries read them (nccl-facts.md, section B).
+
+Pure functions of strings, env mappings and probed interfaces: which interfaces NCCL's bootstrap and
+socket transport will use, which HCA ports ``NCCL_IB_HCA`` selects, what Gloo binds, and how NCCL parses
+integers (``strtoll``: ``true`` is 0), lists (``^`` exclude, ``=`` exact, prefixes) and ``nccl.conf`` files.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from .sysfs import FsReader, Interface, RdmaDevice
+
+# Variables NCCL (2.4 .. 2.30) reads; used to spot typos. Not exhaustive: unknown names are only
+# flagged when close to one of these.
+KNOWN_NCCL_VARS = frozenset("""
+NCCL_ALGO NCCL_BUFFSIZE NCCL_CHECK_POINTERS NCCL_COLLNET_ENABLE NCCL_COLLNET_NODE_THRESHOLD NCCL_COMM_BLOCKING
+NCCL_COMM_ID NCCL_COMM_SPLIT_SHARE_RESOURCES NCCL_CONF_FILE NCCL_CROSS_NIC NCCL_CUMEM_ENABLE NCCL_CUMEM_HOST_ENABLE
+NCCL_DEBUG NCCL_DEBUG_FILE NCCL_DEBUG_SUBSYS NCCL_DEBUG_TIMESTAMP_FORMAT NCCL_DMABUF_ENABLE NCCL_GRAPH_DUMP_FILE
+NCCL_GRAPH_FILE NCCL_GRAPH_MIXING_SUPPORT NCCL_GRAPH_REGISTER NCCL_HOSTID NCCL_IB_ADAPTIVE_ROUTING
+NCCL_IB_ADDR_FAMILY NCCL_IB_ADDR_RANGE NCCL_IB_AR_THRESHOLD NCCL_IB_DISABLE NCCL_IB_ECE_ENABLE
+NCCL_IB_FIFO_TC NCCL_IB_GID_INDEX NCCL_IB_HCA NCCL_IB_MERGE_NICS NCCL_IB_MERGE_VFS NCCL_IB_MQP_RETRY_ALL
+NCCL_IB_OOO_RQ NCCL_IB_PCI_RELAXED_ORDERING NCCL_IB_PKEY NCCL_IB_QPS_PER_CONNECTION NCCL_IB_RETRY_CNT
+NCCL_IB_ROCE_VERSION_NUM NCCL_IB_ROUTABLE_FLID_GID_INDEX NCCL_IB_SL NCCL_IB_SPLIT_DATA_ON_QPS NCCL_IB_TC
+NCCL_IB_TIMEOUT NCCL_IB_USE_INLINE NCCL_IGNORE_CPU_AFFINITY NCCL_IGNORE_DISABLED_P2P NCCL_LAUNCH_MODE
+NCCL_LL128_BUFFSIZE NCCL_LL128_NTHREADS NCCL_LL_BUFFSIZE NCCL_LOCAL_REGISTER NCCL_MAX_CTAS NCCL_MAX_NCHANNELS
+NCCL_MAX_NRINGS NCCL_MAX_P2P_NCHANNELS NCCL_MIN_CTAS NCCL_MIN_NCHANNELS NCCL_MIN_NRINGS NCCL_MNNVL_ENABLE
+NCCL_NCHANNELS_PER_NET_PEER NCCL_NET NCCL_NET_DISABLE_INTRA NCCL_NET_FORCE_FLUSH NCCL_NET_GDR_C2C
+NCCL_NET_GDR_LEVEL NCCL_NET_GDR_READ NCCL_NET_MERGE_LEVEL NCCL_NET_OVERHEAD NCCL_NET_PLUGIN
+NCCL_NET_SHARED_BUFFERS NCCL_NET_SHARED_COMMS NCCL_NSOCKS_PERTHREAD NCCL_NTHREADS NCCL_NVB_DISABLE
+NCCL_NVLS_ENABLE NCCL_NVLS_NCHANNELS NCCL_OOB_NET_ENABLE NCCL_OOB_NET_IFNAME NCCL_P2P_DIRECT_DISABLE
+NCCL_P2P_DISABLE NCCL_P2P_LEVEL NCCL_P2P_LL_THRESHOLD NCCL_P2P_NET_CHUNKSIZE NCCL_P2P_NVL_CHUNKSIZE
+NCCL_P2P_PCI_CHUNKSIZE NCCL_P2P_READ_ENABLE NCCL_P2P_USE_CUDA_MEMCPY NCCL_PROFILER_PLUGIN NCCL_PROTO
+NCCL_PXN_DISABLE NCCL_RAS_ENABLE NCCL_RUNTIME_CONNECT NCCL_SET_STACK_SIZE NCCL_SET_THREAD_NAME
+NCCL_SHARP_DISABLE NCCL_SHM_DISABLE NCCL_SHM_LOCALITY NCCL_SHM_MEMCPY_MODE NCCL_SHM_USE_CUDA_MEMCPY
+NCCL_SOCKET_FAMILY NCCL_SOCKET_IFNAME NCCL_SOCKET_NTHREADS NCCL_SOCKET_POLL_TIMEOUT_MSEC
+NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC NCCL_TOPO_DUMP_FILE NCCL_TOPO_FILE NCCL_TUNER_PLUGIN
+NCCL_WORK_FIFO_DEPTH NCCL_WORK_FIFO_BYTES NCCL_WIN_ENABLE NCCL_CTA_POLICY NCCL_NVLS_CHUNKSIZE
+""".split())
+
+# Integer parameters (NCCL_PARAM / strtoll): a non-integer silently parses as its numeric prefix or 0.
+INT_VARS = frozenset("""
+NCCL_IB_DISABLE NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_IB_GID_INDEX NCCL_CROSS_NIC NCCL_IB_TIMEOUT
+NCCL_IB_RETRY_CNT NCCL_IB_SL NCCL_IB_TC NCCL_NET_GDR_READ NCCL_BUFFSIZE NCCL_LL_BUFFSIZE NCCL_LL128_BUFFSIZE
+NCCL_NSOCKS_PERTHREAD NCCL_SOCKET_NTHREADS NCCL_IGNORE_CPU_AFFINITY NCCL_RUNTIME_CONNECT NCCL_IB_MERGE_NICS
+NCCL_NET_GDR_C2C NCCL_DMABUF_ENABLE NCCL_MIN_NCHANNELS NCCL_MAX_NCHANNELS NCCL_NVLS_ENABLE NCCL_CUMEM_ENABLE
+NCCL_IB_QPS_PER_CONNECTION NCCL_IB_PCI_RELAXED_ORDERING NCCL_IB_ADAPTIVE_ROUTING NCCL_SOCKET_RETRY_CNT
+NCCL_SOCKET_RETRY_SLEEP_MSEC NCCL_IB_ROCE_VERSION_NUM NCCL_COLLNET_ENABLE NCCL_PXN_DISABLE NCCL_NVB_DISABLE
+NCCL_P2P_DIRECT_DISABLE NCCL_P2P_READ_ENABLE NCCL_OOB_NET_ENABLE NCCL_MNNVL_ENABLE NCCL_NET_SHARED_BUFFERS
+""".split())
+
+# Old PyTorch names (renamed with a TORCH_ prefix in torch 2.2) and names NCCL never reads.
+DEPRECATED_TORCH = ("NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT", "NCCL_DESYNC_DEBUG", "NCCL_ENABLE_TIMING")
+NOT_READ = {"NCCL_TIMEOUT": "NCCL has no collective timeout; set init_process_group(timeout=...) in PyTorch"}
+
+GDR_LEVEL_NAMES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+GDR_LEVEL_INTS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS"}
+DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE", "ABORT")
+BUILTIN_NETS = {"ib": "IB", "socket": "Socket"}
+KNOWN_PLUGIN_NETS = ("libfabric", "aws libfabric", "ibext", "ucx", "ucx-rma", "gib", "gpudirecttcpx", "fastrak")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scalars
+# ---------------------------------------------------------------------------------------------------
+
+_C_INT = re.compile(r"^\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+
+
+def parse_c_int(text: str) -> tuple[int, bool]:
+    """``strtoll(text, NULL, 0)``: (value, whole string was a number). ``"true"`` -> (0, False);
+    ``"0x10"`` -> (16, True); ``"010"`` -> (8, True); ``"2 "`` -> (2, False)."""
+    m = _C_INT.match(text)
+    if not m:
+        return 0, False
+    sign, digits = m.groups()
+    if digits.lower().startswith("0x"):
+        value = int(digits, 16)
+    elif digits.startswith("0") and len(digits) > 1:
+        value = int(digits, 8)
+    else:
+        value = int(digits)
+    return (-value if sign == "-" else value), m.end() == len(text)
+
+
+def is_truthy_word(text: str) -> bool:
+    return text.strip().lower() in ("true", "yes", "on", "y", "t", "enable", "enabled")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Interface / HCA lists (parseStringList + matchIfList)
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IfList:
+    exclude: bool
+    exact: bool
+    entries: tuple[tuple[str, int], ...]  # (prefix, port); port -1 = any
+
+
+def parse_if_list(value: str) -> IfList:
+    """``[^][=]a[:port],b...``; ``^`` must come before ``=`` (``=^x`` is the literal prefix ``^x``)."""
+    s, exclude, exact = value, False, False
+    if s.startswith("^"):
+        exclude, s = True, s[1:]
+    if s.startswith("="):
+        exact, s = True, s[1:]
+    entries = []
+    for item in s.split(","):
+        if not item:
+            continue
+        name, _, rest = item.partition(":")
+        port = -1
+        if rest:
+            p, _ok = parse_c_int(rest.split(":")[0])
+            port = p
+        entries.append((name, port))
+    return IfList(exclude, exact, tuple(entries))
+
+
+def _match_one(name: str, prefix: str, exact: bool) -> bool:
+    return name == prefix if exact else name.startswith(prefix)
+
+
+def match_if_list(name: str, port: int, lst: IfList) -> bool:
+    """True when NCCL keeps ``name`` (and ``port``; -1 = any) under ``lst`` (exclusion applied)."""
+    if not lst.entries:
+        hit = True  # NCCL: an empty user list matches everything
+    else:
+        hit = any(_match_one(name, p, lst.exact) and (pp == -1 or port == -1 or pp == port)
+                  for p, pp in lst.entries)
+    return hit != lst.exclude
+
+
+def overmatching_prefixes(lst: IfList, names: Iterable[str]) -> dict[str, list[str]]:
+    """Prefix entries that also match longer names (``eth1`` -> ``eth10``) when the exact name exists."""
+    names = list(names)
+    out = {}
+    if lst.exact:
+        return out
+    for prefix, _port in lst.entries:
+        hits = [n for n in names if n.startswith(prefix)]
+        if prefix in names and len(hits) > 1:
+            out[prefix] = hits
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Effective settings: environment, then NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    value: str
+    source: str  # "environment" or the conf file path
+
+
+@dataclass
+class Settings:
+    values: dict[str, Setting] = field(default_factory=dict)
+    conf_files: list[str] = field(default_factory=list)  # conf files that exist and were applied
+
+    def get(self, name: str) -> str | None:
+        """NCCL treats an empty value as unset."""
+        s = self.values.get(name)
+        return s.value if s is not None and s.value != "" else None
+
+    def source(self, name: str) -> str | None:
+        s = self.values.get(name)
+        return s.source if s else None
+
+
+def parse_conf(text: str) -> list[tuple[str, str]]:
+    """``NAME=VALUE`` lines taken verbatim, like NCCL's ``setEnvFile`` (quotes and spaces kept)."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.lstrip().startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.partition("=")
+        out.append((name, value))
+    return out
+
+
+def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
+    """What NCCL sees after ``initEnv``: the real environment wins (``setenv(..., 0)``)."""
+    settings = Settings()
+    for k, v in env.items():
+        if k.startswith(("NCCL_", "GLOO_", "TORCH_NCCL_", "TP_SOCKET")):
+            settings.values[k] = Setting(k, v, "environment")
+    if fs is None:
+        return settings
+    files = []
+    if env.get("NCCL_CONF_FILE"):
+        files.append(env["NCCL_CONF_FILE"])
+    elif env.get("HOME"):
+        files.append(env["HOME"].rstrip("/") + "/.nccl.conf")
+    files.append("/etc/nccl.conf")
+    for path in files:
+        text = fs.read(path)
+        if text is None:
+            continue
+        settings.conf_files.append(path)
+        for name, value in parse_conf(text):
+            if name not in settings.values:
+                settings.values[name] = Setting(name, value, path)
+    return settings
+
+
+def did_you_mean(name: str) -> str | None:
+    """The known NCCL variable ``name`` is probably a typo of, if any."""
+    if name in KNOWN_NCCL_VARS:
+        return None
+    close = difflib.get_close_matches(name, KNOWN_NCCL_VARS, n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+def gdr_level(value: str) -> str | None:
+    """The level NCCL applies, or None when it ignores the value (names are case-sensitive)."""
+    if value in GDR_LEVEL_NAMES:
+        return value
+    n, ok = parse_c_int(value)
+    if ok and n >= 0:
+        return GDR_LEVEL_INTS.get(n, "SYS")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# What NCCL and Gloo will pick
+# ---------------------------------------------------------------------------------------------------
+
+MAX_SOCKET_IFS = 16
+
+
+@dataclass
+class SocketChoice:
+    ifaces: list[str]  # in NCCL's order, max 16; the first is the bootstrap interface
+    rule: str  # how they were chosen
+    user_value: str | None  # NCCL_SOCKET_IFNAME as applied (None: unset or ignored)
+    ignored_value: str | None = None  # set but ignored (one character)
+    matched_not_running: list[str] = field(default_factory=list)  # matched, but NCCL 2.28+ skips them
+
+    @property
+    def bootstrap(self) -> str | None:
+        return self.ifaces[0] if self.ifaces else None
+
+
+def _candidates(ifaces: list[Interface], family: str | None) -> list[tuple[Interface, str]]:
+    """getifaddrs() order: interfaces by their first IPv4 address, then IPv6-only ones."""
+    out: list[tuple[Interface, str]] = []
+    for fam in ("inet", "inet6"):
+        if family and fam != family:
+            continue
+        for i in ifaces:
+            addrs = [a for a in i.addresses if a.family == fam and a.address != "::1"]
+            if addrs and all(i is not o for o, _ in out):
+                out.append((i, addrs[0].address))
+    return out
+
+
+def _find(cands, lst: IfList, *, running_only: bool) -> tuple[list[str], list[str]]:
+    hit = [i for i, _ in cands if match_if_list(i.name, -1, lst)]
+    ok = [i.name for i in hit if i.running or not running_only]
+    return ok[:MAX_SOCKET_IFS], [i.name for i in hit if not i.running]
+
+
+def _in_subnet(cands, comm_id: str) -> list[str]:
+    host = comm_id.rsplit(":", 1)[0].strip("[]")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return []
+    for i, _ in cands:
+        for a in i.addresses:
+            if a.prefixlen is not None and ip in ipaddress.ip_network(f"{a.address}/{a.prefixlen}", strict=False):
+                return [i.name]
+    return []
+
+
+def nccl_socket_ifaces(ifaces: list[Interface], settings: Settings) -> SocketChoice:
+    """NCCL's interface choice (``ncclFindInterfaces``, 2.28+ semantics: interfaces must be running)."""
+    fam = {"AF_INET": "inet", "AF_INET6": "inet6"}.get(settings.get("NCCL_SOCKET_FAMILY") or "")
+    cands = _candidates(ifaces, fam)
+    value = settings.get("NCCL_SOCKET_IFNAME")
+    if value is not None and len(value) > 1:
+        got, down = _find(cands, parse_if_list(value), running_only=True)
+        return SocketChoice(got, "NCCL_SOCKET_IFNAME", value, matched_not_running=down)
+    ignored = value if value is not None else None
+    steps = [("default: names starting with ib", parse_if_list("ib"))]
+    comm_id = settings.get("NCCL_COMM_ID")
+    for rule, lst in steps:
+        got, _ = _find(cands, lst, running_only=True)
+        if got:
+            return SocketChoice(got, rule, None, ignored)
+    if comm_id:
+        got = _in_subnet(cands, comm_id)
+        if got:
+            return SocketChoice(got, "default: same subnet as NCCL_COMM_ID", None, ignored)
+    for rule, spec in (("default: any except docker*, lo*, virbr*", "^docker,lo,virbr"),
+                       ("default: docker*", "docker"), ("default: lo*", "lo"), ("default: virbr*", "virbr")):
+        got, _ = _find(cands, parse_if_list(spec), running_only=True)
+        if got:
+            return SocketChoice(got, rule, None, ignored)
+    return SocketChoice([], "default: no interface", None, ignored)
+
+
+@dataclass
+class IbChoice:
+    ports: list[str]  # "mlx5_0:1" in NCCL's device order
+    usable: list[str]  # ACTIVE IB/Ethernet ports before NCCL_IB_HCA
+    disabled_by: str | None  # "NCCL_IB_DISABLE=1" / "NCCL_NET=Socket"
+    hca_value: str | None
+
+
+def _natural(name: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def nccl_ib_ports(devices: list[RdmaDevice], settings: Settings) -> IbChoice:
+    """Ports NCCL's internal IB transport opens: ACTIVE, link layer IB or Ethernet, kept by NCCL_IB_HCA."""
+    usable = [f"{d.name}:{p.port}" for d in sorted(devices, key=lambda d: _natural(d.name)) for p in d.ports
+              if p.active and p.link_layer in ("InfiniBand", "Ethernet")]
+    disabled = None
+    dis = settings.get("NCCL_IB_DISABLE")
+    if dis is not None and parse_c_int(dis)[0] != 0:
+        disabled = f"NCCL_IB_DISABLE={dis}"
+    net = settings.get("NCCL_NET")
+    if net is not None and net.lower() != "ib":
+        disabled = disabled or f"NCCL_NET={net}"
+    hca = settings.get("NCCL_IB_HCA")
+    ports = usable
+    if hca:
+        lst = parse_if_list(hca)
+        ports = [p for p in usable if match_if_list(p.split(":")[0], int(p.split(":")[1]), lst)]
+    return IbChoice(ports=[] if disabled else ports, usable=usable, disabled_by=disabled, hca_value=hca)
+
+
+@dataclass
+class GlooChoice:
+    ifaces: list[str]  # interfaces Gloo binds (GLOO_SOCKET_IFNAME) or the one holding the hostname's address
+    address: str | None
+    rule: str
+    missing: list[str] = field(default_factory=list)  # GLOO_SOCKET_IFNAME names with no address here
+    down: list[str] = field(default_factory=list)
+
+
+def hosts_lookup(etc_hosts: str | None, hostname: str) -> str | None:
+    """The first /etc/hosts address naming ``hostname`` (as getaddrinfo with files first would)."""
+    for line in (etc_hosts or "").splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) >= 2 and hostname in fields[1:]:
+            return fields[0]
+    return None
+
+
+def gloo_ifaces(ifaces: list[Interface], settings: Settings, hostname: str, etc_hosts: str | None) -> GlooChoice:
+    """torch's Gloo device: GLOO_SOCKET_IFNAME exact names, else the address the hostname resolves to,
+    falling back to loopback when that address is not local."""
+    by_name = {i.name: i for i in ifaces}
+    value = settings.get("GLOO_SOCKET_IFNAME")
+    if value:
+        names = [n for n in value.split(",") if n]
+        missing = [n for n in names if n not in by_name or not by_name[n].addresses]
+        down = [n for n in names if n in by_name and not by_name[n].running]
+        first = next((by_name[n].addresses[0].address for n in names if n not in missing), None)
+        return GlooChoice(names, first, "GLOO_SOCKET_IFNAME", missing, down)
+    addr = hosts_lookup(etc_hosts, hostname)
+    if addr is None:
+        return GlooChoice([], None, f"hostname {hostname!r} is not in /etc/hosts (resolved by DNS; not checked)")
+    owner = _owner(ifaces, addr)
+    if owner is None:
+        lo = next((i.name for i in ifaces if i.kind == "loopback"), "lo")
+        return GlooChoice([lo], "127.0.0.1", f"hostname {hostname!r} -> {addr}, not a local address: loopback fallback")
+    return GlooChoice([owner], addr, f"hostname {hostname!r} -> {addr} (/etc/hosts)")
+
+
+def _owner(ifaces: list[Interface], addr: str) -> str | None:
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return None
+    if ip.is_loopback:
+        return next((i.name for i in ifaces if i.kind == "loopback"), "lo")
+    for i in ifaces:
+        if any(ipaddress.ip_address(a.address) == ip for a in i.addresses):
+            return i.name
+    return None

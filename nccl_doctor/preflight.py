@@ -1,0 +1,596 @@
+"""``nccl-doctor preflight``: the sbatch gate. Probe, compare, bench, localise, one verdict, never hang.
+
+One *launcher* per node (``srun --ntasks-per-node=1 nccl-doctor preflight``, or plain
+``nccl-doctor preflight`` on one machine) does, in order:
+
+1. probe this node (``probe.py``), locally, before anything starts: a wrong ``NCCL_SOCKET_IFNAME``
+   fails here, in seconds, with its fix;
+2. rendezvous: node 0 hosts a TCPStore; each node posts its probe and facts, then heart-beats. Node 0
+   waits (``--rendezvous-timeout``) and names the hosts of the Slurm node list that never arrived;
+3. node 0 compares the nodes (``consistency.py``) and says go or stop;
+4. each launcher starts its ranks directly (``python -m nccl_doctor preflight --worker``), whose process
+   group rides on the same store. Ranks run ``bench`` on the HSDP mesh with NCCL logs captured into a
+   private directory, then bad-node localisation (``localize.py``), then ``--fsdp-smoke``;
+5. node 0 watches every rank's stage, every node's heartbeat, its deadlines; on a failure it names
+   the stage and the hosts/ranks that had not arrived (or stopped heart-beating), kills its ranks and
+   tells the other nodes the verdict through the store. Every node exits with that code.
+
+torchrun is not used: its rendezvous cannot say *which* hosts did not arrive, and one store gives
+heartbeats, stages and the verdict to every node for free. torch is imported only in functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+from .report import Finding, Report, Severity, Table, Where, exit_code
+
+PREFIX = "nccl-doctor preflight"
+WORKER_ENV = "NCCL_DOCTOR_PREFLIGHT_WORKER"
+HEARTBEAT_S = 1.0
+HEARTBEAT_LOST_S = 6.0  # no heartbeat for this long: the node is gone
+PAIR_SIZE = {"cpu": 4 << 20, "cuda": 256 << 20}
+PAIR_ITERS = 3
+BENCH_SIZES = {"cpu": (1 << 20, 4 << 20), "cuda": (64 << 20, 256 << 20)}
+LINE_RATE_FLOOR = {"gloo": 0.05, "nccl": 0.25}  # a pair below this share of the line rate is slow
+QUICK_SWEEP_CODES = {"ND306", "ND307"}  # the bench's "sweep too short" warnings: preflight is short on purpose
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("what to run")
+    g.add_argument("--nproc-per-node", type=int, metavar="N",
+                   help="ranks per node (default: visible GPUs, else SLURM_GPUS_ON_NODE, else 2 CPU ranks)")
+    g.add_argument("--fsdp-smoke", action="store_true",
+                   help="also train a tiny model with FSDP2 on the HSDP mesh and round-trip it through DCP")
+    g.add_argument("--fsdp-smoke-dir", metavar="DIR",
+                   help="where the DCP checkpoint goes; must be shared by all nodes (default: the current "
+                        "directory under Slurm, the temp dir on one machine)")
+    g.add_argument("--cpu", action="store_true", help="use Gloo on CPU even when GPUs are visible")
+    d = p.add_argument_group("deadlines (seconds): a run never outlives --timeout")
+    d.add_argument("--timeout", type=float, default=180, help="total, every stage included (default: 180)")
+    d.add_argument("--rendezvous-timeout", type=float, default=60,
+                   help="for every node to arrive (default: 60)")
+    d.add_argument("--init-timeout", type=float, default=60, help="for process group init (default: 60)")
+    d.add_argument("--collective-timeout", type=float, default=30, help="for each collective (default: 30)")
+    n = p.add_argument_group("rendezvous (derived from SLURM_* under srun)")
+    n.add_argument("--port", type=int, help="rendezvous port on node 0 (default: MASTER_PORT, else 29500 + "
+                                            "job id %% 1000 under Slurm, else a free port)")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> Report | int:
+    for name in ("timeout", "rendezvous_timeout", "init_timeout", "collective_timeout"):
+        if getattr(args, name) <= 0:
+            raise InputError(f"--{name.replace('_', '-')} must be > 0 (got {getattr(args, name)})")
+    if args.nproc_per_node is not None and args.nproc_per_node < 1:
+        raise InputError(f"--nproc-per-node must be >= 1 (got {args.nproc_per_node})")
+    if args.worker or os.environ.get(WORKER_ENV):
+        from .preflight_worker import run_worker
+
+        return run_worker(args, os.environ)
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's socket warnings would bury the report
+    plan = node_plan(args, os.environ)
+    outcome = Launcher(args, plan, os.environ).run()
+    if outcome.report is None:  # another node holds the full report; say the verdict in one line
+        print(f"{PREFIX} ({plan.host}): {outcome.verdict.upper()}: {outcome.summary}", flush=True)
+        return outcome.code
+    from .cli import emit
+
+    code = emit(outcome.report, args)
+    return outcome.code if outcome.code == 2 else code
+
+
+# --- where this node stands ------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class NodePlan:
+    nnodes: int
+    node_rank: int
+    hosts: tuple[str, ...]
+    head: str
+    port: int
+    nproc: int
+    slurm: bool
+    host: str
+
+    @property
+    def is_head(self) -> bool:
+        return self.node_rank == 0
+
+
+def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
+    """Everything from SLURM_* under srun; one node with 2 CPU ranks (or one per GPU) otherwise."""
+    from .launch import free_port, slurm_launch_config, visible_gpus
+
+    host = socket.gethostname()
+    slurm = slurm_launch_config(env)
+    nproc = args.nproc_per_node
+    if nproc is None:
+        nproc = (0 if args.cpu else visible_gpus(env)) or (slurm.gpus_on_node if slurm and not args.cpu else 0) or 2
+    if slurm is None or slurm.nnodes == 1:
+        port = args.port or (int(env["MASTER_PORT"]) if env.get("MASTER_PORT", "").isdigit() else free_port())
+        return NodePlan(nnodes=1, node_rank=0, hosts=(host,), head="127.0.0.1", port=port, nproc=nproc,
+                        slurm=slurm is not None, host=host)
+    if not env.get("SLURM_STEP_ID") or not env.get("SLURM_NODEID"):
+        raise InputError(f"this {slurm.nnodes}-node allocation needs one preflight per node: run "
+                         "`srun --ntasks-per-node=1 nccl-doctor preflight` (not bare in the batch script)")
+    if slurm.tasks_per_node and slurm.tasks_per_node > 1:
+        raise InputError(f"this srun step runs {slurm.tasks_per_node} tasks per node; preflight starts one rank "
+                         "per GPU itself: use `srun --ntasks-per-node=1 nccl-doctor preflight`")
+    return NodePlan(nnodes=slurm.nnodes, node_rank=int(env["SLURM_NODEID"]), hosts=slurm.hosts,
+                    head=slurm.rdzv_host, port=args.port or slurm.port, nproc=nproc, slurm=True, host=host)
+
+
+# --- findings made here --------------------------------------------------------------------------------
+def _finding(code: str, sev: Severity, msg: str, fix: str | None = None, *, host: str | None = None,
+             rank: int | None = None, evidence: tuple[str, ...] = ()) -> Finding:
+    return Finding(code=code, severity=sev, message=msg, fix=fix, where=Where(host=host, rank=rank),
+                   evidence=evidence)
+
+
+def finding_from_dict(d: Mapping) -> Finding:
+    """The inverse of ``Finding.as_dict``: findings travel between nodes as JSON through the store."""
+    return Finding(code=d["code"], severity=Severity(d["severity"]), message=d["message"], fix=d.get("fix"),
+                   where=Where(**d.get("where", {})), evidence=tuple(d.get("evidence", ())))
+
+
+STAGE_FIX = {
+    "rendezvous": "start preflight on every node (`srun --ntasks-per-node=1 nccl-doctor preflight`) and check "
+                  "that every node reaches the first node's port (firewall, hostname resolution)",
+    "init": "check that every node reaches the others on GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME "
+            "(`nccl-doctor probe` on each) and that firewalls allow the ephemeral ports",
+}
+DEFAULT_FIX = ("read the named hosts first: `nccl-doctor probe` there, dmesg, and the NCCL log; drain a host "
+               "that fails again (`scontrol update nodename=HOST state=drain reason=preflight`)")
+
+
+# --- the launcher ----------------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    code: int
+    verdict: str
+    summary: str
+    report: Report | None = None
+
+
+@dataclass
+class RankState:
+    seq: int = -1
+    stage: str = "not started"
+    since: float = field(default_factory=time.monotonic)
+
+
+class Launcher:
+    """One node's side of the run. Node 0 also decides; the others follow its verdict."""
+
+    def __init__(self, args: argparse.Namespace, plan: NodePlan, env: Mapping[str, str]):
+        self.args, self.plan, self.env = args, plan, dict(env)
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + args.timeout
+        self.timings: dict[str, float] = {}
+        self.procs: list[subprocess.Popen] = []
+        self.store = None
+        self.log_dir = Path(tempfile.mkdtemp(prefix="nccl-doctor-nccl-logs-"))
+        self.stop_beat = threading.Event()
+        self.absent: set[int] = set()  # nodes that never arrived or stopped heart-beating: no ack expected
+
+    def say(self, msg: str) -> None:
+        """Progress on stderr (a job log shows it interleaved with the report on stdout)."""
+        print(f"{PREFIX} [{self.plan.host} {time.monotonic() - self.t0:5.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def mark(self, stage: str, since: float) -> None:
+        self.timings[stage] = round(time.monotonic() - since, 2)
+
+    def run(self) -> Outcome:
+        try:
+            return self._run()
+        finally:
+            self.stop_beat.set()
+            self._kill_workers()
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def _run(self) -> Outcome:
+        t = time.monotonic()
+        mine = self._probe()
+        self.mark("probe", t)
+        t = time.monotonic()
+        try:
+            self._connect()
+        except Exception as exc:  # noqa: BLE001 - any store failure means the head is not reachable
+            return self._alone(mine, "rendezvous", f"cannot reach the rendezvous store on {self.plan.head}:"
+                               f"{self.plan.port} (node 0) within {self.args.rendezvous_timeout:.0f} s: "
+                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        self.store.set(f"node/{self.plan.node_rank}", json.dumps(mine))
+        self._start_heartbeat()
+        if self.plan.is_head:
+            return self._lead(mine, t)
+        return self._follow(mine)
+
+    # --- steps every node takes ----------------------------------------------------------------
+    def _probe(self) -> dict:
+        from .consistency import node_facts
+        from .probe import check, probe_node
+
+        node = probe_node("/", self.env)
+        findings = check(node)
+        facts = node_facts(self.env, host=self.plan.host)
+        fatal = [f for f in findings if f.severity is Severity.FAIL]
+        if fatal:
+            self.say("probe FAILED: " + "; ".join(f"{f.code} {f.message}" for f in fatal[:3]))
+        return {"host": self.plan.host, "node": self.plan.node_rank, "facts": facts,
+                "findings": [f.as_dict() for f in findings], "fatal": bool(fatal)}
+
+    def _connect(self) -> None:
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        timeout = timedelta(seconds=max(1.0, min(self.args.rendezvous_timeout, self.deadline - time.monotonic())))
+        self.store = dist.TCPStore(self.plan.head, self.plan.port, is_master=self.plan.is_head, timeout=timeout,
+                                   wait_for_workers=False)
+
+    def _start_heartbeat(self) -> None:
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        key = f"hb/{self.plan.node_rank}"
+        beat_store = dist.TCPStore(self.plan.head, self.plan.port,
+                                   is_master=False, timeout=timedelta(seconds=10))
+
+        def beat():
+            while not self.stop_beat.wait(HEARTBEAT_S):
+                try:
+                    beat_store.add(key, 1)
+                except Exception:  # noqa: BLE001 - the head went away; the main loop notices too
+                    return
+
+        beat_store.add(key, 1)
+        threading.Thread(target=beat, daemon=True, name="preflight-heartbeat").start()
+
+    def _spawn_workers(self) -> None:
+        argv = [sys.executable, "-m", "nccl_doctor", "preflight", "--worker",
+                "--timeout", str(self.args.timeout), "--init-timeout", str(self.args.init_timeout),
+                "--collective-timeout", str(self.args.collective_timeout)]
+        if self.args.fsdp_smoke:
+            argv.append("--fsdp-smoke")
+        if self.args.fsdp_smoke_dir:
+            argv += ["--fsdp-smoke-dir", self.args.fsdp_smoke_dir]
+        if self.args.cpu:
+            argv.append("--cpu")
+        nproc, node = self.plan.nproc, self.plan.node_rank
+        master = self.plan.head
+        for local in range(nproc):
+            env = dict(self.env)
+            env.update({
+                WORKER_ENV: "1", "RANK": str(node * nproc + local), "LOCAL_RANK": str(local),
+                "WORLD_SIZE": str(self.plan.nnodes * nproc), "LOCAL_WORLD_SIZE": str(nproc),
+                "GROUP_RANK": str(node), "NNODES": str(self.plan.nnodes), "MASTER_ADDR": master,
+                "MASTER_PORT": str(self.plan.port), "NCCL_DEBUG": "INFO",
+                "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET",
+                "NCCL_DEBUG_FILE": str(self.log_dir / "%h.%p.log"),
+                "NCCL_DOCTOR_HOSTS": ",".join(self.plan.hosts),
+                "NCCL_DOCTOR_FSDP_BASE": self.args.fsdp_smoke_dir or (os.getcwd() if self.plan.nnodes > 1 else ""),
+            })
+            env.setdefault("OMP_NUM_THREADS", "1")
+            env.setdefault("PYTHONWARNINGS", "ignore")
+            if self.plan.nnodes > 1 and not env.get("GLOO_SOCKET_IFNAME"):
+                iface = self._route_iface()
+                if iface:
+                    env["GLOO_SOCKET_IFNAME"] = iface
+            self.procs.append(subprocess.Popen(argv, env=env, start_new_session=True))
+
+    def _route_iface(self) -> str | None:
+        from .launch import route_to
+
+        try:
+            r = route_to(self.plan.head, self.plan.port)
+        except Exception:  # noqa: BLE001 - Gloo then binds what the hostname resolves to
+            return None
+        return r.iface if r.iface and r.iface != "lo" and not r.loopback else None
+
+    def _kill_workers(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _get(self, key: str) -> str | None:
+        return self.store.get(key).decode() if self.store.check([key]) else None
+
+    def _nccl_logs(self) -> dict:
+        """Parse this node's captured NCCL logs: the transport NCCL really used, or why there is none."""
+        files = sorted(self.log_dir.glob("*.log"))
+        if not files:
+            why = ("the ranks ran Gloo on CPU (no GPU or --cpu), so NCCL never ran and wrote no log"
+                   if self._backend() == "gloo" else "NCCL wrote no log (NCCL_DEBUG_FILE not honoured?)")
+            return {"skipped": why, "findings": []}
+        try:
+            from .logparse import diagnose, parse_paths
+        except ImportError as exc:
+            return {"skipped": f"the NCCL log parser is not available ({exc})", "findings": []}
+        try:
+            rep = diagnose(parse_paths(files))
+        except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the run's verdict
+            return {"skipped": f"parsing the NCCL logs failed: {exc}", "findings": []}
+        return {"skipped": None, "findings": [f.as_dict() for f in rep.findings], "files": len(files)}
+
+    def _backend(self) -> str:
+        from .launch import visible_gpus
+
+        return "gloo" if self.args.cpu or not visible_gpus(self.env) else "nccl"
+
+    # --- a follower ----------------------------------------------------------------------------
+    def _follow(self, mine: dict) -> Outcome:
+        started = False
+        while True:
+            try:
+                verdict = self._get("verdict")
+                if verdict is not None:
+                    v = json.loads(verdict)
+                    self.store.add("acks", 1)
+                    return Outcome(code=v["code"], verdict=v["verdict"], summary=v["summary"] + f" (report on "
+                                   f"{self.plan.hosts[0]})")
+                if not started and self._get("go") is not None:
+                    self._spawn_workers()
+                    started = True
+                if started and self._workers_done() and self._get("logs/wanted") is not None \
+                        and not self.store.check([f"logs/{self.plan.node_rank}"]):
+                    self.store.set(f"logs/{self.plan.node_rank}", json.dumps(self._nccl_logs()))
+            except Exception as exc:  # noqa: BLE001 - the store lives on node 0: it is gone
+                return self._alone(mine, "run", f"lost node 0 ({self.plan.hosts[0]}), which holds the "
+                                   f"rendezvous store: {str(exc).splitlines()[0] if str(exc) else exc}")
+            if time.monotonic() > self.deadline + 15:  # node 0 enforces the deadline; this is the backstop
+                return self._alone(mine, "verdict", f"node 0 ({self.plan.hosts[0]}) gave no verdict within "
+                                   f"the {self.args.timeout:.0f} s deadline")
+            time.sleep(0.2)
+
+    def _workers_done(self) -> bool:
+        return all(p.poll() is not None for p in self.procs)
+
+    def _alone(self, mine: dict, stage: str, why: str) -> Outcome:
+        """This node cannot reach the others: report what it knows itself, naming node 0."""
+        report = Report(command="preflight")
+        report.extend(finding_from_dict(f) for f in mine["findings"] if f["severity"] != "pass")
+        report.add(_finding("ND407" if stage != "rendezvous" else "ND405", Severity.FAIL,
+                            f"stage {stage}: {why}", STAGE_FIX.get(stage, DEFAULT_FIX),
+                            host=self.plan.hosts[0] if self.plan.nnodes > 1 else self.plan.host))
+        report.summary = f"stopped in stage {stage}"
+        report.data = {"stage": stage, "nodes": [mine["host"]], "timings_s": self.timings}
+        return Outcome(code=1, verdict="fail", summary=report.summary, report=report)
+
+    # --- node 0 ---------------------------------------------------------------------------------
+    def _lead(self, mine: dict, t_rdzv: float) -> Outcome:
+        nodes = self._gather_nodes()
+        self.mark("rendezvous", t_rdzv)
+        report = Report(command="preflight")
+        data = report.data
+        data.update({"nnodes": self.plan.nnodes, "nproc_per_node": self.plan.nproc,
+                     "hosts": list(self.plan.hosts)})
+        missing = [self.plan.hosts[i] for i, n in enumerate(nodes) if n is None]
+        self.absent |= {i for i, n in enumerate(nodes) if n is None}
+        if missing:
+            self.say(f"rendezvous: {len(missing)} node(s) never arrived: {', '.join(missing)}")
+            report.add(_finding("ND405", Severity.FAIL,
+                                f"stage rendezvous: {len(missing)} of {self.plan.nnodes} node(s) did not arrive "
+                                f"within {self.args.rendezvous_timeout:.0f} s: {', '.join(missing)}",
+                                STAGE_FIX["rendezvous"], host=", ".join(missing)))
+            return self._decide(report, "rendezvous")
+        self.say(f"rendezvous: {self.plan.nnodes} node(s) x {self.plan.nproc} rank(s) in {self.timings['rendezvous']} s")
+        t = time.monotonic()
+        self._add_probe_findings(report, nodes)
+        from .consistency import compare
+
+        diffs = compare([n["facts"] for n in nodes])
+        report.extend(diffs)
+        if self.plan.nnodes > 1 and not diffs:
+            report.add(_finding("ND401", Severity.PASS, f"versions, NCCL/Gloo settings, NICs and net plugin "
+                                f"agree on all {self.plan.nnodes} nodes"))
+        data["node_facts"] = [n["facts"] for n in nodes]
+        self.mark("consistency", t)
+        fatal = [n["host"] for n in nodes if n["fatal"]]
+        if fatal:
+            report.notes.append(f"no rank was started: the probe failed on {', '.join(fatal)}")
+            return self._decide(report, "probe")
+        self.store.set("go", "1")
+        self._spawn_workers()
+        return self._watch(report)
+
+    def _gather_nodes(self) -> list[dict | None]:
+        end = min(self.deadline, time.monotonic() + self.args.rendezvous_timeout)
+        keys = [f"node/{i}" for i in range(self.plan.nnodes)]
+        while time.monotonic() < end and not self.store.check(keys):
+            time.sleep(0.1)
+        return [json.loads(self._get(k)) if self.store.check([k]) else None for k in keys]
+
+    def _add_probe_findings(self, report: Report, nodes: list[dict]) -> None:
+        """Each node's WARN/FAIL probe findings; a PASS line per node would only bury them."""
+        for n in nodes:
+            bad = [finding_from_dict(f) for f in n["findings"] if f["severity"] != "pass"]
+            report.extend(bad)
+        summaries = [finding_from_dict(f) for n in nodes for f in n["findings"] if f["code"] == "ND200"]
+        report.extend(summaries[:1])
+
+    def _watch(self, report: Report) -> Outcome:
+        """Follow every rank until the result, a failure, a lost node or a deadline."""
+        world = self.plan.nnodes * self.plan.nproc
+        states = [RankState() for _ in range(world)]
+        beats = {i: (-1, time.monotonic()) for i in range(self.plan.nnodes)}
+        t_run = time.monotonic()
+        while True:
+            now = time.monotonic()
+            result = self._get("result")
+            if result is not None:
+                self.mark("run", t_run)
+                return self._finish(report, json.loads(result))
+            errors = {r: json.loads(v) for r in range(world) if (v := self._get(f"error/{r}")) is not None}
+            self._update_stages(states)
+            lost = self._lost_nodes(beats)
+            local_dead = [i for i, p in enumerate(self.procs) if p.poll() not in (None, 0)]
+            if errors or lost or local_dead:
+                time.sleep(min(2.0, max(0.0, self.deadline - time.monotonic())))  # let the other ranks report
+                errors = {r: json.loads(v) for r in range(world) if (v := self._get(f"error/{r}")) is not None}
+                self._update_stages(states)
+                lost = lost or self._lost_nodes(beats, settle=True)
+                return self._fail(report, states, errors, lost, local_dead)
+            stuck = self._stuck(states, now)
+            if stuck or now > self.deadline:
+                return self._fail(report, states, {}, [], [], timeout=stuck or "total")
+            time.sleep(0.2)
+
+    def _update_stages(self, states: list[RankState]) -> None:
+        for r, st in enumerate(states):
+            v = self._get(f"stage/{r}")
+            if v is None:
+                continue
+            seq, _, name = v.partition("|")
+            if int(seq) != st.seq:
+                st.seq, st.stage, st.since = int(seq), name, time.monotonic()
+
+    def _lost_nodes(self, beats: dict, settle: bool = False) -> list[int]:
+        """Nodes whose heartbeat counter has not moved for HEARTBEAT_LOST_S."""
+        if settle:  # on a failure, give a dead node's heartbeat time to go stale
+            end = time.monotonic() + HEARTBEAT_LOST_S
+            while time.monotonic() < min(end, self.deadline):
+                if self._lost_nodes(beats):
+                    break
+                time.sleep(0.5)
+        now, lost = time.monotonic(), []
+        for i, (count, seen) in beats.items():
+            c = self.store.add(f"hb/{i}", 0)
+            if c != count:
+                beats[i] = (c, now)
+            elif now - seen > HEARTBEAT_LOST_S:
+                lost.append(i)
+        return lost
+
+    def _limit(self, stage: str) -> float:
+        if stage in ("not started", "init"):
+            return self.args.init_timeout + 10
+        return self.args.collective_timeout * (3 if stage.startswith("bench") else 1) + 10
+
+    def _stuck(self, states: list[RankState], now: float) -> str | None:
+        """The stage some rank has sat in past its deadline (the PG timeout should have fired first)."""
+        for st in states:
+            if st.stage != "done" and now - st.since > self._limit(st.stage):
+                return st.stage
+        return None
+
+    def _who(self, rank: int) -> str:
+        return self.plan.hosts[rank // self.plan.nproc]
+
+    def _fail(self, report: Report, states: list[RankState], errors: dict, lost: list[int],
+              local_dead: list[int], timeout: str | None = None) -> Outcome:
+        ahead = max(st.seq for st in states)
+        stage = (next((e["stage"] for e in errors.values()), None) or
+                 next((st.stage for st in states if st.seq == ahead), "init"))
+        behind = [r for r, st in enumerate(states) if st.seq < ahead or st.seq < 0]
+        behind_txt = ", ".join(f"rank {r} ({self._who(r)}: {states[r].stage})" for r in behind)
+        ev = tuple(f"rank {r} ({self._who(r)}): {e['error'].splitlines()[0] if e['error'] else '?'}"
+                   for r, e in sorted(errors.items()))
+        if lost:
+            self.absent |= set(lost)
+            hosts = [self.plan.hosts[i] for i in lost]
+            report.add(_finding("ND407", Severity.FAIL,
+                                f"node(s) {', '.join(hosts)} stopped responding during stage {stage} (no heartbeat "
+                                f"for {HEARTBEAT_LOST_S:.0f} s; their ranks never finished)"
+                                + (f"; ranks behind: {behind_txt}" if behind_txt else ""),
+                                f"check {', '.join(hosts)} (crashed, rebooted, OOM-killed or cut off): dmesg, "
+                                "`scontrol show node`, and drain it before the job", host=", ".join(hosts),
+                                evidence=ev))
+        elif timeout:
+            report.add(_finding("ND406", Severity.FAIL,
+                                f"stage {timeout} passed its deadline"
+                                + (f" ({self.args.timeout:.0f} s total)" if timeout == "total" else "")
+                                + f"; ranks that had not arrived: {behind_txt or 'none (all waiting in it)'}",
+                                STAGE_FIX.get(timeout.split()[0], DEFAULT_FIX),
+                                host=", ".join(sorted({self._who(r) for r in behind})) or None))
+        else:
+            first = min(errors) if errors else None
+            where = self._who(first) if first is not None else self.plan.host
+            why = (errors[first]["error"].splitlines()[0] if first is not None and errors[first]["error"]
+                   else f"local rank(s) {local_dead} exited")
+            report.add(_finding("ND406", Severity.FAIL,
+                                f"stage {stage} failed on rank {first} ({where}): {why}"
+                                + (f"; ranks that had not arrived: {behind_txt}" if behind_txt else ""),
+                                STAGE_FIX.get(stage.split()[0], DEFAULT_FIX), host=where, rank=first, evidence=ev))
+        report.data["stage"] = stage
+        report.data["ranks"] = [{"rank": r, "host": self._who(r), "stage": st.stage} for r, st in enumerate(states)]
+        self.say(f"FAILED in stage {stage}")
+        return self._decide(report, stage)
+
+    def _finish(self, report: Report, result: dict) -> Outcome:
+        """Merge rank 0's results, each node's parsed NCCL logs, then decide."""
+        report.extend(finding_from_dict(f) for f in result["findings"])
+        report.tables.extend(Table(title=t["title"], columns=tuple(t["columns"]),
+                                   rows=tuple(tuple(r) for r in t["rows"])) for t in result["tables"])
+        report.notes.extend(result.get("notes", []))
+        report.data.update(result["data"])
+        self.timings.update(result.get("timings_s", {}))
+        t = time.monotonic()
+        self.store.set("logs/wanted", "1")
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, min(10, self.deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                pass
+        logs = [self._nccl_logs()]
+        end = min(self.deadline, time.monotonic() + 15)
+        for i in range(1, self.plan.nnodes):
+            while time.monotonic() < end and not self.store.check([f"logs/{i}"]):
+                time.sleep(0.1)
+            v = self._get(f"logs/{i}")
+            logs.append(json.loads(v) if v else {"skipped": f"{self.plan.hosts[i]} sent no NCCL log summary",
+                                                 "findings": []})
+        skipped = sorted({lg["skipped"] for lg in logs if lg["skipped"]})
+        for why in skipped:
+            report.add(_finding("ND001", Severity.PASS, f"NCCL log check skipped: {why}"))
+        for lg in logs:
+            report.extend(finding_from_dict(f) for f in lg["findings"])
+        report.data["nccl_logs"] = logs
+        self.mark("nccl-logs", t)
+        return self._decide(report, "done")
+
+    def _decide(self, report: Report, stage: str) -> Outcome:
+        """Publish the verdict to every node, wait (briefly) for them to read it, return ours."""
+        self.timings["total"] = round(time.monotonic() - self.t0, 2)
+        report.data["timings_s"] = dict(self.timings)
+        report.data.setdefault("stage", stage)
+        if not report.summary:
+            fails = sorted({f.where.host for f in report.findings if f.severity is Severity.FAIL and f.where.host})
+            report.summary = (f"{self.plan.nnodes} node(s) x {self.plan.nproc} rank(s) fit for multi-node training"
+                              if report.verdict is not Severity.FAIL else
+                              f"stopped in stage {stage}" + (f"; look at {', '.join(fails)}" if fails else ""))
+        code = exit_code(report, strict=self.args.strict)
+        try:
+            self.store.set("verdict", json.dumps({"code": code, "verdict": report.verdict.value,
+                                                   "summary": report.summary}))
+            end = min(time.monotonic() + 5, self.deadline + 10)
+            while time.monotonic() < end and self.store.add("acks", 0) < self._alive_followers():
+                time.sleep(0.1)
+        except Exception:  # noqa: BLE001 - followers fall back to their own report
+            pass
+        return Outcome(code=code, verdict=report.verdict.value, summary=report.summary, report=report)
+
+    def _alive_followers(self) -> int:
+        return self.plan.nnodes - 1 - len(self.absent - {0})

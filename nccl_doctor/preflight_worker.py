@@ -1,0 +1,242 @@
+"""The rank side of ``preflight``: init, bench on the HSDP mesh, localisation, optional FSDP smoke.
+
+Started by ``preflight.Launcher`` with RANK/WORLD_SIZE/... and MASTER_ADDR:MASTER_PORT pointing at the
+launcher's TCPStore on node 0. Each rank writes its current stage to ``stage/<rank>`` there (so node 0
+can name who had not arrived), a failure to ``error/<rank>``, and rank 0 writes the whole ``result``
+(findings, tables, data) for node 0's launcher to report. Imported only in worker processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Mapping
+
+from .report import Finding, Severity, Table, Where
+
+PREFIX = "nccl-doctor preflight"
+
+
+class StageKeys:
+    """``stage/<rank>`` = ``<seq>|<name>``: a sequence number makes "who is behind" a comparison."""
+
+    def __init__(self, store, rank: int):
+        self.store, self.rank, self.seq, self.current = store, rank, 0, "init"
+
+    def __call__(self, name: str) -> None:
+        self.seq += 1
+        self.current = name
+        self.store.set(f"stage/{self.rank}", f"{self.seq}|{name}")
+
+
+def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    rank = int(env["RANK"])
+    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                          timeout=timedelta(seconds=args.init_timeout))
+    stage = StageKeys(store, rank)
+    try:
+        stage("init")
+        device = _init(args, env, store)
+        result = _work(args, env, stage, device)
+        if rank == 0:
+            store.set("result", json.dumps(result))
+        stage("done")
+        code = 0
+    except Exception as exc:  # noqa: BLE001 - every failure is reported with its stage, never raised
+        try:
+            store.set(f"error/{rank}", json.dumps({"stage": stage.current, "error": f"{type(exc).__name__}: {exc}"}))
+        except Exception:  # noqa: BLE001 - the store is gone with node 0: the launchers see it
+            pass
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # never wait on gloo/NCCL teardown of a broken group: the launcher has what it needs
+
+
+def _init(args, env: Mapping[str, str], store) -> str:
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    use_cuda = torch.cuda.is_available() and not args.cpu
+    local = int(env.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group("nccl" if use_cuda else "gloo", store=dist.PrefixStore("pg", store),
+                            rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
+                            timeout=timedelta(seconds=args.collective_timeout))
+    return f"cuda:{local}" if use_cuda else "cpu"
+
+
+def _say(msg: str) -> None:
+    print(f"{PREFIX} [rank 0] {msg}", file=sys.stderr, flush=True)
+
+
+def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
+    """Everything after init; rank 0's return value is the result (the others' is discarded)."""
+    import torch.distributed as dist
+
+    from . import bench_worker as bw
+    from .bench import build_report, judge
+    from .preflight import BENCH_SIZES, LINE_RATE_FLOOR, QUICK_SWEEP_CODES
+
+    rank = dist.get_rank()
+    kind = device.split(":")[0]
+    nnodes = int(env.get("NNODES", "1"))
+    timings: dict[str, float] = {}
+
+    class Stages(bw.Stages):
+        def enter(self, name: str) -> None:
+            super().enter(name)
+            stage(f"bench {name}")
+
+    t = time.monotonic()
+    groups = ("intra", "inter") if nnodes > 1 else ("world",)
+    cfg = bw.BenchConfig(ops=("all_gather", "reduce_scatter"), groups=groups, sizes=BENCH_SIZES[kind],
+                         iters=5, warmup=1, pairs=False, timeout_s=args.collective_timeout)
+    if rank == 0:
+        _say(f"bench: {', '.join(cfg.ops)} on {', '.join(groups)} at {len(cfg.sizes)} sizes")
+    bench = bw.run_bench(cfg, env=env, stages=Stages(rank, socket.gethostname(), env))
+    timings["bench"] = round(time.monotonic() - t, 2)
+    findings = [f for f in judge(bench) if f.code not in QUICK_SWEEP_CODES]
+    bench_report = build_report(bench, findings)
+
+    t = time.monotonic()
+    loc_findings, loc_table, loc_data = _localise(bench, stage, device, args,
+                                                  LINE_RATE_FLOOR.get(bench.backend, 0.05), rank)
+    timings["localise"] = round(time.monotonic() - t, 2)
+    findings += loc_findings
+
+    smoke_data = None
+    if args.fsdp_smoke:
+        t = time.monotonic()
+        stage("fsdp-smoke")
+        f, smoke_data = _smoke(bench, device, env)
+        findings += f
+        timings["fsdp_smoke"] = round(time.monotonic() - t, 2)
+
+    tables = list(bench_report.tables) + ([loc_table] if loc_table else [])
+    return {
+        "findings": [f.as_dict() for f in findings],
+        "tables": [{"title": t.title, "columns": list(t.columns), "rows": [list(r) for r in t.rows]} for t in tables],
+        "notes": [f"bench: a short sweep ({', '.join(_size(s) for s in cfg.sizes)}, {cfg.iters} iterations); run "
+                  "`nccl-doctor bench` for the full one"] + list(bench_report.notes),
+        "data": {"backend": bench.backend, "bench": bench_report.data, "localisation": loc_data,
+                 "fsdp_smoke": smoke_data},
+        "timings_s": timings,
+    }
+
+
+def _size(n: int) -> str:
+    from .busbw import format_size
+
+    return format_size(n)
+
+
+def _localise(bench, stage: StageKeys, device: str, args, floor_share: float, rank: int):
+    """Disjoint pairs, then suspects against known-good nodes; rank 0 builds the findings."""
+    from .localize import localise, predict_rounds, predicted_seconds
+    from .preflight import PAIR_ITERS, PAIR_SIZE
+
+    nodes = bench.nodes
+    if len(nodes) < 2:
+        return [], None, {"skipped": "one node: no inter-node link to test"}
+    kind = device.split(":")[0]
+    size, iters = PAIR_SIZE[kind], PAIR_ITERS
+    links = [n.link_mbit for n in nodes if n.link_mbit]
+    line_gbps = min(links) / 8000 if links else 0.0
+    floor = floor_share * line_gbps
+    healthy, one_bad = predict_rounds(len(nodes))
+    per_round_gbps = line_gbps or 1.0
+    predicted = (predicted_seconds(healthy, size, iters + 1, per_round_gbps),
+                 predicted_seconds(one_bad, size, iters + 1, per_round_gbps))
+    if rank == 0:
+        _say(f"localisation: {len(nodes)} nodes -> {healthy} round(s) of disjoint pairs when healthy, {one_bad} "
+             f"with one bad node; {_size(size)} x {iters + 1} each way per pair; predicted "
+             f"{predicted[0]:.1f}-{predicted[1]:.1f} s at line rate"
+             + (f" ({line_gbps:.2f} GB/s)" if line_gbps else " (line rate unknown: 1 GB/s assumed)"))
+
+    def on_round(i, pairs):
+        stage(f"localise round {i}: " + " ".join(f"{nodes[a].host}<->{nodes[b].host}" for a, b in pairs))
+
+    loc = localise([n.ranks[0] for n in nodes], size_bytes=size, iters=iters,
+                   timeout_s=args.collective_timeout, floor_gbps=floor, device=device, on_round=on_round)
+    host = [n.host for n in nodes]
+    findings: list[Finding] = []
+    best = max(loc.links, key=loc.links.get)
+    for b in loc.bad():
+        mine = sorted((k for k in loc.links if b in k), key=loc.links.get)
+        txt = ", ".join(f"{host[k[0] if k[1] == b else k[1]]} {loc.links[k]:.3f} GB/s" for k in mine)
+        iface = nodes[b].iface or "<iface>"
+        findings.append(Finding(
+            code="ND408", severity=Severity.FAIL, where=Where(host=host[b], iface=nodes[b].iface),
+            message=f"{host[b]} is the slow node: every link from it is slow ({txt}) while "
+                    f"{host[best[0]]}<->{host[best[1]]} moves {loc.links[best]:.3f} GB/s",
+            fix=f"drain {host[b]} (`scontrol update nodename={host[b]} state=drain reason=preflight-slow-link`) and "
+                f"check its link: `ethtool {iface}`, `tc qdisc show dev {iface}`, cable and switch port"))
+    bad = set(loc.bad())
+    for a, b in loc.slow_links():
+        if a in bad or b in bad:
+            continue
+        findings.append(Finding(
+            code="ND409", severity=Severity.FAIL, where=Where(host=f"{host[a]}, {host[b]}"),
+            message=f"the link {host[a]}<->{host[b]} moves {loc.links[(a, b)]:.3f} GB/s (below "
+                    f"{floor:.3f} GB/s, {floor_share:.0%} of the line rate); no third node tells which end is slow",
+            fix=f"rerun with one more node, or check both ends: `ethtool`, `tc qdisc show` on {host[a]} and {host[b]}"))
+    if not findings:
+        findings.append(Finding(
+            code="ND408", severity=Severity.PASS,
+            message=f"no slow node: {len(loc.links)} node pair(s) in {len(loc.rounds)} round(s), slowest "
+                    f"{min(loc.links.values()):.3f} GB/s, fastest {loc.links[best]:.3f} GB/s"))
+    table = Table(title=f"node pairs ({_size(size)} each way, {iters} timed exchanges; rounds of disjoint pairs)",
+                  columns=("round", "pair", "GB/s per direction", "slow"),
+                  rows=tuple((str(i + 1), f"{host[a]}<->{host[b]}", f"{loc.links[(a, b)]:.3f}",
+                              "yes" if loc.slow((a, b)) else "")
+                             for i, r in enumerate(loc.rounds) for a, b in r))
+    data = {"rounds": [[[host[a], host[b]] for a, b in r] for r in loc.rounds],
+            "links": [{"a": host[a], "b": host[b], "gbps": round(v, 4), "slow": loc.slow((a, b))}
+                      for (a, b), v in sorted(loc.links.items())],
+            "bad_nodes": [host[b] for b in loc.bad()], "floor_gbps": round(floor, 4),
+            "predicted_s": [round(p, 2) for p in predicted], "seconds": round(loc.seconds, 2)}
+    return findings, table, data
+
+
+def _smoke(bench, device: str, env: Mapping[str, str]):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from .fsdp_smoke import run_smoke
+
+    mesh = init_device_mesh(device.split(":")[0], (bench.nnodes, bench.local_world_size),
+                            mesh_dim_names=("dp", "fsdp"))
+    r = run_smoke(mesh, checkpoint_base=env.get("NCCL_DOCTOR_FSDP_BASE") or None)
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, {"rank": r.rank, "host": socket.gethostname(), "problems": r.problems,
+                                      "losses": r.losses, "seconds": round(r.seconds, 2)})
+    bad = [e for e in everyone if e["problems"]]
+    shape = f"({bench.nnodes} dp x {bench.local_world_size} fsdp)"
+    if bad:
+        first = bad[0]
+        findings = [Finding(code="ND410", severity=Severity.FAIL, where=Where(host=first["host"], rank=first["rank"]),
+                            message=f"FSDP2 smoke test on the {shape} mesh failed on {len(bad)} rank(s): "
+                                    f"{first['problems'][0]}",
+                            fix="a shared checkpoint directory: --fsdp-smoke-dir on a shared file system"
+                                if "shared file system" in first["problems"][0] else
+                                "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL and NCCL_DEBUG=INFO on the named rank",
+                            evidence=tuple(f"rank {e['rank']} ({e['host']}): {p}" for e in bad for p in e["problems"]))]
+    else:
+        losses = everyone[0]["losses"]
+        findings = [Finding(code="ND410", severity=Severity.PASS,
+                            message=f"FSDP2 fully_shard on the {shape} mesh: {len(losses)} bf16 steps (loss "
+                                    f"{losses[0]:.3f} -> {losses[-1]:.3f}), DCP save/load round trip equal on "
+                                    f"all {len(everyone)} ranks")]
+    return findings, {"ranks": everyone}

@@ -1,0 +1,594 @@
+"""``nccl-doctor probe``: this node's interfaces, classified, and NCCL/Gloo settings checked against them.
+
+A pure function of the files under ``--root`` (default ``/``) and an environment mapping:
+``probe_node`` gathers facts and what NCCL/Gloo will pick, ``check`` turns them into findings,
+``probe_report`` builds the report. ``preflight`` calls the same three functions on every node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import InputError
+from .ncclenv import (
+    DEBUG_LEVELS, DEPRECATED_TORCH, INT_VARS, KNOWN_PLUGIN_NETS, NOT_READ, GlooChoice, IbChoice, Settings,
+    SocketChoice, did_you_mean, effective_settings, gdr_level, gloo_ifaces, nccl_ib_ports, nccl_socket_ifaces,
+    overmatching_prefixes, parse_c_int, parse_if_list,
+)
+from .report import Finding, Report, Severity, Table, Where
+from .sysfs import FsReader, Interface, NodeFacts, PciInfo, classify, read_node
+
+PASS, WARN, FAIL = Severity.PASS, Severity.WARN, Severity.FAIL
+
+
+@dataclass
+class NodeProbe:
+    """Everything probe knows about one node; JSON-ready through ``node_dict``/``asdict``."""
+
+    root: str
+    facts: NodeFacts
+    settings: Settings
+    nccl_socket: SocketChoice
+    nccl_ib: IbChoice
+    gloo: GlooChoice
+
+    @property
+    def host(self) -> str:
+        return self.facts.host
+
+
+# ---------------------------------------------------------------------------------------------------
+# Gathering
+# ---------------------------------------------------------------------------------------------------
+
+
+def probe_node(root: Path | str = "/", env: Mapping[str, str] | None = None, *, fs: FsReader | None = None) -> NodeProbe:
+    """Read and classify the node under ``root``; compute what NCCL and Gloo will use with ``env``."""
+    env = dict(os.environ if env is None else env)
+    fs = fs or FsReader(root)
+    if not fs.root.is_dir():
+        raise InputError(f"--root {root}: not a directory")
+    if not fs.is_dir("/sys/class/net"):
+        raise InputError(f"--root {root}: no sys/class/net under it (not a Linux root or snapshot)")
+    facts = read_node(fs)
+    classify(facts)
+    _gpu_affinity(facts)
+    settings = effective_settings(env, fs)
+    return NodeProbe(
+        root=str(root),
+        facts=facts,
+        settings=settings,
+        nccl_socket=nccl_socket_ifaces(facts.interfaces, settings),
+        nccl_ib=nccl_ib_ports(facts.rdma_devices, settings),
+        gloo=gloo_ifaces(facts.interfaces, settings, facts.host, facts.etc_hosts),
+    )
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p]
+
+
+def pcie_distance(a: PciInfo, b: PciInfo) -> str:
+    """NCCL-like path type between two PCI functions from their sysfs paths (PIX/PXB/PHB/SYS)."""
+    pa, pb = _parts(a.path), _parts(b.path)
+    common = 0
+    while common < min(len(pa), len(pb)) and pa[common] == pb[common]:
+        common += 1
+    if common <= 2:  # different root complexes (/sys/devices/pciDDDD:BB)
+        if a.numa_node is not None and b.numa_node is not None and a.numa_node != b.numa_node:
+            return "SYS"
+        return "PHB"
+    if common == 3:  # same host bridge, different root ports
+        return "PHB"
+    below = max(len(pa), len(pb)) - common
+    # a PCIe switch shows as an upstream bridge with downstream bridges: two hops under it is one switch
+    return "PIX" if below <= 1 or (below <= 2 and common >= 5) else "PXB"
+
+
+def _gpu_affinity(facts: NodeFacts) -> None:
+    """Nearest data NIC for each GPU: RDMA devices with an active port, else physical data netdevs."""
+    nics = [(d.name, d.pci) for d in facts.rdma_devices if d.pci and any(p.active for p in d.ports)]
+    if not nics:
+        nics = [(i.name, i.pci) for i in facts.interfaces if i.pci and i.role == "data"]
+    rank = {"PIX": 0, "PXB": 1, "PHB": 2, "SYS": 3}
+    for gpu in facts.gpus:
+        if not nics:
+            continue
+        best = min(nics, key=lambda n: (rank[pcie_distance(gpu.pci, n[1])], -len(os.path.commonprefix([gpu.pci.path, n[1].path]))))
+        gpu.nearest_nic, gpu.nearest_nic_numa = best[0], best[1].numa_node
+        gpu.pcie_distance = pcie_distance(gpu.pci, best[1])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checks: each takes the NodeProbe and yields findings
+# ---------------------------------------------------------------------------------------------------
+
+
+def _f(code: str, sev: Severity, node: NodeProbe, msg: str, fix: str | None = None, *, iface: str | None = None,
+       device: str | None = None, file: str | None = None, evidence: tuple[str, ...] = ()) -> Finding:
+    return Finding(code=code, severity=sev, message=msg, fix=fix, evidence=evidence,
+                   where=Where(host=node.host, iface=iface, device=device, file=file))
+
+
+def _src(node: NodeProbe, name: str) -> str:
+    s = node.settings.source(name)
+    return "" if s in (None, "environment") else f" (set in {s})"
+
+
+def best_socket_ifaces(node: NodeProbe) -> list[str]:
+    """The interfaces we recommend for NCCL sockets/bootstrap: the fastest running data interfaces with IPv4."""
+    live = [i for i in node.facts.interfaces if i.running and i.ipv4() and i.role in ("data", "management")]
+    if not live:
+        live = [i for i in node.facts.interfaces if i.running and i.ipv4() and i.role == "virtual"
+                and not i.name.startswith(("docker", "virbr", "br-"))]
+    if not live:
+        return []
+    prio = {"infiniband": 0, "roce": 1, "bond": 2, "efa": 2, "ethernet": 3, "virtual": 4, "management": 5}
+
+    def key(i: Interface):
+        fabric = 0 if i.rdma and i.role == "data" else 1
+        return (i.role == "management", fabric, prio.get(i.kind, 6), -_speed(i), i.ifindex or 0)
+
+    live.sort(key=key)
+    top = live[0]
+    if node.nccl_ib.ports:  # sockets carry bootstrap/OOB only: one interface is enough
+        return [top.name]
+    return [i.name for i in live if key(i)[:4] == key(top)[:4]][:4]
+
+
+def _speed(i: Interface) -> int:
+    rates = [r["rate_gbps"] for r in i.rdma if r.get("rate_gbps")]
+    return int(max(rates) * 1000) if rates else (i.speed_mbps or 0)
+
+
+def check_socket(node: NodeProbe) -> list[Finding]:
+    out: list[Finding] = []
+    sc, facts = node.nccl_socket, node.facts
+    names = [i.name for i in facts.interfaces]
+    best = best_socket_ifaces(node)
+    fix_if = f"export NCCL_SOCKET_IFNAME=={','.join(best)}" if best else "bring up an interface with an IP address"
+    if sc.user_value is not None:
+        v = sc.user_value
+        src = _src(node, "NCCL_SOCKET_IFNAME")
+        if v.startswith("=^"):
+            out.append(_f("ND204", WARN, node, f"NCCL_SOCKET_IFNAME={v}{src}: '=^' reads as the exact name "
+                          f"'{v[1:]}', not an exclusion; NCCL wants '^' before '='", f"export NCCL_SOCKET_IFNAME=^={v[2:]}"))
+        if '"' in v or "'" in v:
+            out.append(_f("ND204", WARN, node, f"NCCL_SOCKET_IFNAME={v}{src} contains quotes, which NCCL keeps "
+                          "as part of the interface name", "remove the quotes from the conf file"))
+        if not sc.ifaces:
+            if sc.matched_not_running:
+                out.append(_f("ND203", FAIL, node, f"NCCL_SOCKET_IFNAME={v}{src} matches only "
+                              f"{', '.join(sc.matched_not_running)}, which is down: NCCL cannot bootstrap", fix_if,
+                              iface=sc.matched_not_running[0]))
+            else:
+                out.append(_f("ND202", FAIL, node, f"NCCL_SOCKET_IFNAME={v}{src} matches no interface with an IP "
+                              f"address (interfaces here: {', '.join(names)}): the job cannot start "
+                              "(Bootstrap : no socket interface found)", fix_if))
+        elif sc.matched_not_running:
+            out.append(_f("ND203", WARN, node, f"NCCL_SOCKET_IFNAME={v}{src} also matches down interface(s) "
+                          f"{', '.join(sc.matched_not_running)} (NCCL before 2.28 may pick them)", fix_if,
+                          iface=sc.matched_not_running[0]))
+        for prefix, hits in overmatching_prefixes(parse_if_list(v), [i.name for i in facts.interfaces if i.addresses]).items():
+            out.append(_f("ND205", WARN, node, f"NCCL_SOCKET_IFNAME entry '{prefix}' is a prefix: it also matches "
+                          f"{', '.join(h for h in hits if h != prefix)}", f"export NCCL_SOCKET_IFNAME=={prefix}",
+                          iface=prefix))
+    if sc.ignored_value is not None:
+        out.append(_f("ND204", WARN, node, f"NCCL_SOCKET_IFNAME={sc.ignored_value!r}{_src(node, 'NCCL_SOCKET_IFNAME')} "
+                      "is one character, so NCCL ignores it and uses its default choice", fix_if))
+    if not sc.ifaces and sc.user_value is None:
+        out.append(_f("ND224", FAIL, node, "NCCL finds no running interface with an IP address: it cannot bootstrap",
+                      fix_if))
+    if sc.bootstrap:
+        b = facts.iface(sc.bootstrap)
+        assert b is not None
+        data = [i for i in facts.interfaces if i.role == "data" and i.running and i.addresses and i.name != b.name]
+        if b.role == "management" and data:
+            use = "bootstrap" if node.nccl_ib.ports else "bootstrap and all inter-node traffic (NET/Socket)"
+            out.append(_f("ND201", WARN, node, f"NCCL will use management interface {b.name} ({_fmt_speed(b)}) for "
+                          f"{use} ({sc.rule}) while data interfaces exist ({', '.join(i.name for i in data[:4])})",
+                          fix_if, iface=b.name))
+        if b.kind in ("virtual", "loopback"):
+            what = b.virtual_kind or b.kind
+            out.append(_f("ND206", WARN, node, f"NCCL will use {b.name}, a {what} interface, for bootstrap ({sc.rule}); "
+                          "other nodes usually cannot reach it", fix_if, iface=b.name))
+    return out
+
+
+def _fmt_speed(i: Interface) -> str:
+    s = _speed(i)
+    return "speed unknown" if not s else (f"{s // 1000} Gb/s" if s >= 1000 else f"{s} Mb/s")
+
+
+def check_names(node: NodeProbe) -> list[Finding]:
+    out = []
+    for i in node.facts.interfaces:
+        for note in i.notes:
+            chosen = " and NCCL's default picks it because of its name" if i.name == node.nccl_socket.bootstrap \
+                and node.nccl_socket.rule.startswith("default: names starting with ib") else ""
+            out.append(_f("ND223", WARN, node, f"{i.name} is {note}{chosen}",
+                          "rename it, or set NCCL_SOCKET_IFNAME to the real fabric interface", iface=i.name))
+    return out
+
+
+def check_rdma(node: NodeProbe) -> list[Finding]:
+    out: list[Finding] = []
+    facts, ib = node.facts, node.nccl_ib
+    devs = facts.rdma_devices
+    if not devs:
+        if any(i.role == "data" for i in facts.interfaces):
+            out.append(_f("ND226", WARN, node, "no RDMA device (InfiniBand/RoCE/EFA): inter-node NCCL traffic will "
+                          "use TCP sockets (NET/Socket)", "run multi-node training on nodes with an RDMA fabric"))
+        return out
+    if ib.usable and ib.disabled_by:
+        var = ib.disabled_by.split("=")[0]
+        out.append(_f("ND207", FAIL, node, f"{len(ib.usable)} active RDMA port(s) ({', '.join(ib.usable[:4])}) but "
+                      f"{ib.disabled_by}{_src(node, var)} turns NCCL's IB transport off: traffic goes over TCP sockets",
+                      f"unset {var}"))
+    if ib.hca_value and not ib.disabled_by:
+        lst = parse_if_list(ib.hca_value)
+        if ib.usable and not ib.ports:
+            out.append(_f("ND208", FAIL, node, f"NCCL_IB_HCA={ib.hca_value}{_src(node, 'NCCL_IB_HCA')} selects none "
+                          f"of the active ports ({', '.join(ib.usable)}): NCCL falls back to sockets silently",
+                          f"export NCCL_IB_HCA=={','.join(ib.usable)}"))
+        for prefix, hits in overmatching_prefixes(lst, [d.name for d in devs]).items():
+            out.append(_f("ND205", WARN, node, f"NCCL_IB_HCA entry '{prefix}' is a prefix: it also selects "
+                          f"{', '.join(h for h in hits if h != prefix)}", f"export NCCL_IB_HCA=={prefix}", device=prefix))
+    net = node.settings.get("NCCL_NET")
+    if net is not None and net.lower() == "ib" and not ib.ports:
+        out.append(_f("ND222", FAIL, node, f"NCCL_NET={net} but no usable IB/RoCE port: NCCL init fails", "unset NCCL_NET"))
+    elif net is not None and net.lower() not in ("ib", "socket") and net.lower() not in KNOWN_PLUGIN_NETS:
+        out.append(_f("ND222", WARN, node, f"NCCL_NET={net} is not a built-in network (IB, Socket) nor a known plugin "
+                      "name; if no plugin registers it, NCCL init fails", "unset NCCL_NET"))
+    active_rates: dict[str, list[float]] = {}
+    for d in devs:
+        for p in d.ports:
+            if p.active and p.rate_gbps:
+                active_rates.setdefault(p.link_layer, []).append(p.rate_gbps)
+    for d in devs:
+        for p in d.ports:
+            where = f"{d.name}:{p.port}"
+            nd = f" (netdev {', '.join(p.netdevs)})" if p.netdevs else ""
+            if not p.active:
+                out.append(_f("ND209", WARN, node, f"RDMA port {where}{nd} is {p.state} / {p.phys_state}: NCCL skips it",
+                              f"check the cable/switch port; `ibstat {d.name}`; exclude it with "
+                              f"NCCL_IB_HCA=^={d.name}:{p.port} until fixed", device=where))
+            elif p.rate_gbps and max(active_rates.get(p.link_layer, [0])) > p.rate_gbps:
+                top = max(active_rates[p.link_layer])
+                out.append(_f("ND210", WARN, node, f"RDMA port {where}{nd} runs at {p.rate}, below the {top:g} Gb/sec "
+                              "of its peers on this node: rings through it run at its speed",
+                              "reseat/replace the cable or transceiver; check `mlxlink -d <pci>` for lanes/errors",
+                              device=where, evidence=(f"rate: {p.rate}",)))
+    if any(d.is_efa for d in devs):
+        out.append(_f("ND225", PASS, node, "EFA devices present: NCCL's built-in IB transport ignores them; the "
+                      "aws-ofi-nccl plugin must load (log line 'Using network Libfabric')",
+                      "install aws-ofi-nccl and check with NCCL_DEBUG=INFO"))
+    out += check_roce(node)
+    return out
+
+
+def check_roce(node: NodeProbe) -> list[Finding]:
+    out = []
+    s = node.settings
+    gid_idx = s.get("NCCL_IB_GID_INDEX")
+    want_idx = parse_c_int(gid_idx)[0] if gid_idx is not None else -1
+    want_type = "IB/RoCE v1" if s.get("NCCL_IB_ROCE_VERSION_NUM") == "1" else "RoCE v2"
+    fam6 = s.get("NCCL_IB_ADDR_FAMILY") == "AF_INET6"
+    for d in node.facts.rdma_devices:
+        for p in d.ports:
+            if not p.active or p.link_layer != "Ethernet":
+                continue
+            where = f"{d.name}:{p.port}"
+            usable = [g for g in p.gids if g.type == want_type and (g.gid.startswith("0000:0000:0000:0000:0000:ffff:") != fam6)]
+            if want_idx >= 0:
+                g = next((g for g in p.gids if g.index == want_idx), None)
+                if g is None:
+                    out.append(_f("ND211", WARN, node, f"NCCL_IB_GID_INDEX={gid_idx} but RoCE port {where} has no GID at "
+                                  f"index {want_idx}", _gid_fix(usable), device=where))
+                elif g not in usable:
+                    out.append(_f("ND211", WARN, node, f"NCCL_IB_GID_INDEX={gid_idx}: GID {g.gid} on {where} is "
+                                  f"{g.type}, not an {'IPv6' if fam6 else 'IPv4'} {want_type} GID", _gid_fix(usable), device=where))
+            elif not usable:
+                out.append(_f("ND211", WARN, node, f"RoCE port {where} has no {want_type} "
+                              f"{'IPv6' if fam6 else 'IPv4'} GID (is an IP address set on {', '.join(p.netdevs) or 'its netdev'}?)",
+                              "assign an IP address to the RoCE netdev; check `show_gids`", device=where))
+    return out
+
+
+def _gid_fix(usable) -> str:
+    return f"export NCCL_IB_GID_INDEX={usable[0].index}" if usable else "unset NCCL_IB_GID_INDEX"
+
+
+def check_bonds(node: NodeProbe) -> list[Finding]:
+    return [_f("ND212", WARN, node, f"bond {i.name} ({i.bond.mode}) has down slave(s) {', '.join(i.bond.down_slaves)} "
+               f"of {', '.join(i.bond.slaves)}: it runs degraded", f"check links: cat /proc/net/bonding/{i.name}",
+               iface=i.name)
+            for i in node.facts.interfaces if i.bond and i.bond.down_slaves]
+
+
+def check_gpus(node: NodeProbe) -> list[Finding]:
+    out = []
+    facts = node.facts
+    for g in facts.gpus:
+        if g.nearest_nic and g.pci.numa_node is not None and g.nearest_nic_numa is not None \
+                and g.pci.numa_node != g.nearest_nic_numa:
+            out.append(_f("ND213", WARN, node, f"GPU {g.pci.address} (NUMA {g.pci.numa_node}) has its nearest NIC "
+                          f"{g.nearest_nic} on NUMA node {g.nearest_nic_numa} (path {g.pcie_distance}): GPUDirect RDMA "
+                          "crosses the CPU interconnect", "place NICs and GPUs on the same socket, or accept lower "
+                          "bandwidth", device=g.pci.address))
+    rdma_live = any(p.active for d in facts.rdma_devices for p in d.ports)
+    gdr = facts.gdr
+    if facts.gpus and rdma_live and not gdr.peermem_module and not gdr.dmabuf_possible:
+        why = "the nvidia module is not loaded" if not gdr.nvidia_loaded else \
+            "no nvidia_peermem/nv_peer_mem module is loaded and DMA-BUF is not available " \
+            f"(open kernel module: {gdr.open_kernel_module}, driver {gdr.driver_version}, kernel {gdr.kernel})"
+        out.append(_f("ND214", WARN, node, f"GPUDirect RDMA prerequisites missing: {why}; NCCL will stage through "
+                      "host memory (no /GDRDMA)", "modprobe nvidia_peermem (or use the open kernel module >= 515 "
+                      "on kernel >= 5.12 for DMA-BUF)"))
+    return out
+
+
+def check_gloo(node: NodeProbe) -> list[Finding]:
+    out = []
+    g, best = node.gloo, best_socket_ifaces(node)
+    fix = f"export GLOO_SOCKET_IFNAME={best[0]}" if best else "set GLOO_SOCKET_IFNAME to the inter-node interface"
+    if g.rule == "GLOO_SOCKET_IFNAME":
+        v = node.settings.get("GLOO_SOCKET_IFNAME")
+        for name in g.missing:
+            close = [i.name for i in node.facts.interfaces if i.name.startswith(name.lstrip("^=")) and i.addresses]
+            hint = f"; Gloo takes exact names only (did you mean {close[0]}?)" if close else ""
+            out.append(_f("ND216", FAIL, node, f"GLOO_SOCKET_IFNAME={v}: no interface {name!r} with an address here"
+                          f"{hint}: Gloo fails with 'Unable to find address for: {name}'", fix, iface=name))
+        for name in g.down:
+            out.append(_f("ND216", WARN, node, f"GLOO_SOCKET_IFNAME={v}: {name} is down", fix, iface=name))
+    elif g.ifaces and all(i == "lo" or (node.facts.iface(i) and node.facts.iface(i).kind == "loopback") for i in g.ifaces):
+        out.append(_f("ND215", WARN, node, f"Gloo will bind loopback ({g.rule}): multi-node Gloo groups fail with "
+                      "'Connection refused, remote=[127.0.0.1]'", fix, iface=g.ifaces[0]))
+    return out
+
+
+def check_env(node: NodeProbe) -> list[Finding]:
+    out: list[Finding] = []
+    s = node.settings
+    for name, st in sorted(s.values.items()):
+        v, src = st.value, _src(node, name)
+        if v == "":
+            continue
+        if name in INT_VARS:
+            n, ok = parse_c_int(v)
+            if not ok:
+                meaning = f"NCCL reads it as {n}"
+                if name.endswith("_DISABLE") and n == 0:
+                    meaning += f": {name.removesuffix('_DISABLE').removeprefix('NCCL_')} stays ENABLED"
+                out.append(_f("ND217", WARN, node, f"{name}={v}{src} is not an integer; {meaning}",
+                              f"export {name}={1 if name.endswith('_DISABLE') else n}" if name.endswith("_DISABLE")
+                              else f"unset {name}"))
+        if name in ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL") and gdr_level(v) is None:
+            up = f" (did you mean {v.upper()}?)" if v.upper() in ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS") else ""
+            node_hint = " (NODE is an nvidia-smi term; NCCL calls it PHB)" if v.upper() == "NODE" else ""
+            out.append(_f("ND218", WARN, node, f"{name}={v}{src} is not a level NCCL knows (names are case-sensitive)"
+                          f"{up}{node_hint}; NCCL ignores it and uses its default", f"export {name}=PXB"))
+        if name == "NCCL_DEBUG" and v.upper() not in DEBUG_LEVELS:
+            out.append(_f("ND218", WARN, node, f"NCCL_DEBUG={v}{src} is not one of {', '.join(DEBUG_LEVELS)}; NCCL "
+                          "prints nothing extra", "export NCCL_DEBUG=INFO"))
+        if name == "NCCL_CROSS_NIC" and parse_c_int(v)[1] and parse_c_int(v)[0] not in (0, 1, 2):
+            out.append(_f("ND218", WARN, node, f"NCCL_CROSS_NIC={v}{src}: valid values are 0, 1, 2 (default 2)",
+                          "unset NCCL_CROSS_NIC"))
+        if name == "NCCL_P2P_DISABLE" and parse_c_int(v)[1] and parse_c_int(v)[0] not in (0, 1):
+            out.append(_f("ND218", WARN, node, f"NCCL_P2P_DISABLE={v}{src}: only 1 disables P2P; NCCL ignores {v}",
+                          "unset NCCL_P2P_DISABLE"))
+        if name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE") and parse_c_int(v) == (1, True):
+            what = "NVLink/PCIe peer-to-peer" if name == "NCCL_P2P_DISABLE" else "the shared-memory transport"
+            out.append(_f("ND221", WARN, node, f"{name}=1{src} turns off {what} inside the node: intra-node "
+                          "collectives slow down a lot", f"unset {name}"))
+        if name.startswith("NCCL_") and name not in INT_VARS:
+            if name in DEPRECATED_TORCH:
+                out.append(_f("ND219", WARN, node, f"{name} is the pre-2.2 PyTorch name (deprecated)",
+                              f"export TORCH_{name}={v}; unset {name}"))
+            elif name in NOT_READ:
+                out.append(_f("ND219", WARN, node, f"{name} is not read by NCCL: {NOT_READ[name]}", f"unset {name}"))
+            else:
+                guess = did_you_mean(name)
+                if guess:
+                    out.append(_f("ND219", WARN, node, f"{name} is not an NCCL variable; did you mean {guess}?",
+                                  f"export {guess}={v}; unset {name}"))
+    from_files = [st for st in s.values.values() if st.source != "environment"]
+    for path in s.conf_files:
+        mine = [st for st in from_files if st.source == path]
+        quoted = [st for st in mine if st.value[:1] in ("'", '"')]
+        out.append(_f("ND220", WARN if quoted else PASS, node,
+                      f"{path} sets {', '.join(f'{st.name}={st.value}' for st in mine) or 'nothing new'}"
+                      + (" (values are taken verbatim: the quotes are part of the value)" if quoted else ""),
+                      f"remove the quotes in {path}" if quoted else None, file=path))
+    return out
+
+
+def check_summary(node: NodeProbe) -> list[Finding]:
+    sc, ib, g = node.nccl_socket, node.nccl_ib, node.gloo
+    data = f"IB ports {', '.join(ib.ports)}" if ib.ports else f"TCP sockets over {', '.join(sc.ifaces) or 'nothing'}"
+    msg = (f"NCCL bootstrap: {sc.bootstrap or 'none'} ({sc.rule}); inter-node data: {data}; "
+           f"Gloo: {', '.join(g.ifaces) or 'unknown'} ({g.rule})")
+    return [_f("ND200", PASS, node, msg)]
+
+
+CHECKS = (check_summary, check_socket, check_names, check_rdma, check_bonds, check_gpus, check_gloo, check_env)
+
+
+def check(node: NodeProbe) -> list[Finding]:
+    """All probe findings for one node."""
+    return [f for chk in CHECKS for f in chk(node)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exports and report
+# ---------------------------------------------------------------------------------------------------
+
+
+def exports(node: NodeProbe) -> list[str]:
+    """Shell lines that make NCCL and Gloo use the right interfaces on this node."""
+    lines = []
+    s, ib = node.settings, node.nccl_ib
+    best = best_socket_ifaces(node)
+    if ib.disabled_by:
+        lines.append(f"unset {ib.disabled_by.split('=')[0]}")
+    for name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"):
+        if s.get(name) is not None and s.get(name) != "0":
+            lines.append(f"unset {name}")
+    if best:
+        lines.append(f"export NCCL_SOCKET_IFNAME=={','.join(best)}")
+    healthy = _healthy_ports(node)
+    if healthy:
+        lines.append(f"export NCCL_IB_HCA=={','.join(healthy)}")
+        roce = _roce_gid_index(node)
+        if roce is not None:
+            lines.append(f"export NCCL_IB_GID_INDEX={roce}")
+    if best:
+        lines.append(f"export GLOO_SOCKET_IFNAME={best[0]}")
+    return lines
+
+
+def _healthy_ports(node: NodeProbe) -> list[str]:
+    ports = [(d, p) for d in node.facts.rdma_devices for p in d.ports
+             if p.active and p.link_layer in ("InfiniBand", "Ethernet")]
+    if not ports:
+        return []
+    top = max((p.rate_gbps or 0) for _, p in ports)
+    keep = [f"{d.name}:{p.port}" for d, p in ports if (p.rate_gbps or 0) >= top]
+    order = {name: k for k, name in enumerate(node.nccl_ib.usable)}
+    return sorted(keep, key=lambda n: order.get(n, 0))
+
+
+def _roce_gid_index(node: NodeProbe) -> int | None:
+    idx = None
+    for d in node.facts.rdma_devices:
+        for p in d.ports:
+            if p.active and p.link_layer == "Ethernet":
+                v2 = [g.index for g in p.gids if g.type == "RoCE v2" and g.gid.startswith("0000:0000:0000:0000:0000:ffff:")]
+                if not v2 or (idx is not None and v2[0] != idx):
+                    return None
+                idx = v2[0]
+    return idx
+
+
+def _iface_dict(i: Interface, node: NodeProbe) -> dict[str, Any]:
+    d = asdict(i)
+    d["addresses"] = [str(a) for a in i.addresses]
+    d["numa_node"] = i.numa_node
+    d["pci"] = i.pci.address if i.pci else None
+    d["nccl"] = ("bootstrap" if i.name == node.nccl_socket.bootstrap else
+                 "socket" if i.name in node.nccl_socket.ifaces else None)
+    return d
+
+
+def node_dict(node: NodeProbe) -> dict[str, Any]:
+    """The probe's JSON keys (also what preflight collects per node)."""
+    f = node.facts
+    return {
+        "host": f.host,
+        "root": node.root,
+        "interfaces": [_iface_dict(i, node) for i in f.interfaces],
+        "rdma_devices": [asdict(d) for d in f.rdma_devices],
+        "gpus": [asdict(g) for g in f.gpus],
+        "gdr": asdict(f.gdr),
+        "default_route": f.default_route_ifaces,
+        "default_route6": f.default_route6_ifaces,
+        "unattributed_addresses": f.unattributed_addresses,
+        "nccl": {
+            "socket_ifaces": node.nccl_socket.ifaces,
+            "bootstrap_iface": node.nccl_socket.bootstrap,
+            "socket_rule": node.nccl_socket.rule,
+            "ib_devices": node.nccl_ib.ports,
+            "ib_usable": node.nccl_ib.usable,
+            "ib_disabled_by": node.nccl_ib.disabled_by,
+            "transport": _transport(node),
+        },
+        "gloo_iface": node.gloo.ifaces[0] if node.gloo.ifaces else None,
+        "gloo": asdict(node.gloo),
+        "settings": {k: {"value": v.value, "source": v.source} for k, v in sorted(node.settings.values.items())},
+        "conf_files": node.settings.conf_files,
+        "exports": exports(node),
+    }
+
+
+def _transport(node: NodeProbe) -> str:
+    """The network NCCL will use between nodes: IB, Socket, or a plugin (EFA needs aws-ofi-nccl)."""
+    if node.nccl_ib.ports:
+        return "IB"
+    net = node.settings.get("NCCL_NET")
+    if any(d.is_efa for d in node.facts.rdma_devices) and (net is None or net.lower() != "socket"):
+        return "plugin (aws-ofi-nccl, if installed) else Socket"
+    return "Socket"
+
+
+def _rdma_cell(i: Interface) -> str:
+    return "; ".join(f"{r['device']}:{r['port']} {r['state']} {r['rate'] or '?'} {r['link_layer']}" for r in i.rdma)
+
+
+def interface_table(node: NodeProbe) -> Table:
+    rows = []
+    for i in node.facts.interfaces:
+        chosen = ("bootstrap" if i.name == node.nccl_socket.bootstrap else
+                  "socket" if i.name in node.nccl_socket.ifaces else "")
+        rows.append((i.name, i.kind + (f" ({i.virtual_kind})" if i.virtual_kind and i.kind == "virtual" else ""),
+                     i.operstate, _fmt_speed(i) if _speed(i) else "-", str(i.mtu or "-"),
+                     " ".join(str(a) for a in i.addresses if a.scope != "link") or "-", _rdma_cell(i) or "-",
+                     "-" if i.numa_node is None else str(i.numa_node), chosen))
+    return Table(title=f"Interfaces on {node.host}", columns=("interface", "kind", "state", "speed", "MTU",
+                 "addresses", "RDMA dev:port state rate link", "NUMA", "NCCL"), rows=tuple(rows))
+
+
+def probe_report(node: NodeProbe, findings: list[Finding] | None = None) -> Report:
+    findings = check(node) if findings is None else findings
+    data = node_dict(node)
+    tables = [interface_table(node)]
+    if node.facts.gpus:
+        tables.append(Table(title="GPUs", columns=("GPU", "NUMA", "nearest NIC", "NIC NUMA", "path"), rows=tuple(
+            (g.pci.address, str(g.pci.numa_node), g.nearest_nic or "-", str(g.nearest_nic_numa), g.pcie_distance or "-")
+            for g in node.facts.gpus)))
+    notes = ["Recommended exports for this node:"] + [f"  {line}" for line in data["exports"]]
+    return Report(command="probe", findings=findings, data=data, tables=tables, notes=notes,
+                  summary=f"{node.host}: NCCL bootstrap {node.nccl_socket.bootstrap or 'NONE'}, "
+                          f"transport {_transport(node)}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Command entry
+# ---------------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", default="/", metavar="DIR",
+                        help="read sysfs/procfs/etc under DIR (a snapshot, extracted or .tar.gz) instead of /")
+    parser.add_argument("--snapshot", metavar="FILE.tar.gz", type=Path,
+                        help="also save exactly the files the probe read, for `probe --root FILE.tar.gz` elsewhere")
+
+
+def run(args: argparse.Namespace) -> Report:
+    from .snapshot import extract_snapshot, write_snapshot
+
+    root = Path(args.root)
+    tmp = None
+    try:
+        if root.is_file():
+            args.inputs = [root]
+            tmp = tempfile.mkdtemp(prefix="nccl-doctor-root.")
+            extract_snapshot(root, Path(tmp))
+            root = Path(tmp)
+        fs = FsReader(root)
+        node = probe_node(root, os.environ, fs=fs)
+        node.root = str(args.root)
+        report = probe_report(node)
+        if args.snapshot:
+            n = write_snapshot(fs, args.snapshot)
+            report.notes.append(f"Snapshot: {args.snapshot} ({n} entries); replay with "
+                                f"`nccl-doctor probe --root {args.snapshot}`")
+        return report
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)

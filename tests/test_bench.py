@@ -1,0 +1,154 @@
+"""bench: judging on built results, and real multi-process Gloo runs through the self-launcher."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nccl_doctor import bench
+from nccl_doctor.busbw import bus_factor
+from nccl_doctor.launch import SlurmInfo
+
+bw = pytest.importorskip("nccl_doctor.bench_worker")  # imports torch (bench is never used without it)
+
+
+def node(i, host, ranks, mbit=10000):
+    return bw.NodeInfo(index=i, host=host, ranks=tuple(ranks), iface="eth1", link_mbit=mbit)
+
+
+def meas(op="all_gather", group="world", size=64 << 20, t_us=1000.0, n=2, wrong=0, iters=10):
+    algbw = size / (t_us / 1e6) / 1e9
+    return bw.Measurement(op=op, group=group, group_size=n, size_bytes=size, count=size // 4 // n, iters=iters,
+                          time_us=t_us, algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(op, n), wrong=wrong)
+
+
+def pair(a, b, gbps):
+    return bw.PairResult(a=a, b=b, size_bytes=16 << 20, iters=5, time_us=1.0, busbw_gbps=gbps, wrong=0)
+
+
+def result(nodes, results=(), pairs=()):
+    return bw.BenchResult(backend="gloo", device="cpu", world_size=sum(len(n.ranks) for n in nodes),
+                          local_world_size=len(nodes[0].ranks), nodes=list(nodes), results=list(results),
+                          pairs=list(pairs))
+
+
+def codes(findings):
+    return sorted(f.code for f in findings)
+
+
+def test_pair_rounds_are_disjoint_and_linear():
+    assert bw.pair_rounds(1) == [] and bw.pair_rounds(2) == [[(0, 1)]]
+    for n in (3, 4, 7, 64):
+        rounds = bw.pair_rounds(n)
+        assert len(rounds) <= 3 and sum(map(len, rounds)) == n  # O(N) pairs, never all-pairs
+        for r in rounds:
+            members = [x for p in r for x in p]
+            assert len(members) == len(set(members))
+        for i in range(n):  # every node meets two partners
+            assert sum(i in p for r in rounds for p in r) == 2
+
+
+def test_slow_node_named_against_peer_median():
+    nodes = [node(0, "n1", [0]), node(1, "n2", [1]), node(2, "n3", [2])]
+    # ring n1-n2, n2-n3, n3-n1: n2 is slow with both partners
+    r = result(nodes, [meas()], [pair(0, 1, 0.024), pair(1, 2, 0.023), pair(2, 0, 0.6)])
+    fs = bench.judge(r)
+    slow = [f for f in fs if f.code == "ND302"]
+    assert len(slow) == 1 and slow[0].where.host == "n2" and slow[0].severity.value == "fail"
+    rows = {row["host"]: row for row in bench.node_rows(r)}
+    assert rows["n2"]["inter_node_busbw_gbps"] == 0.024 and rows["n1"]["inter_node_busbw_gbps"] == 0.6
+
+
+def test_two_nodes_slow_link_cannot_be_pinned():
+    r = result([node(0, "n1", [0]), node(1, "n2", [1])], [meas()], [pair(0, 1, 0.02)])
+    (f,) = [f for f in bench.judge(r) if f.code == "ND303"]
+    assert "cannot tell which end" in f.message and "n1" in f.message and "n2" in f.message
+    ok = result([node(0, "n1", [0]), node(1, "n2", [1])], [meas()], [pair(0, 1, 0.5)])
+    assert codes(bench.judge(ok)) == ["ND300"]
+
+
+def test_wrong_elements_fail():
+    r = result([node(0, "vm", [0, 1])], [meas(wrong=3), meas(size=1 << 20)])
+    (f,) = [f for f in bench.judge(r) if f.code == "ND301"]
+    assert "3 wrong elements" in f.message and "ND300" not in codes(bench.judge(r))
+
+
+def test_untrustworthy_figures_warn():
+    nodes = [node(0, "n1", [0], mbit=100), node(1, "n2", [1], mbit=100)]  # 0.0125 GB/s links
+    r = result(nodes, [meas(size=1 << 20, iters=2)], [pair(0, 1, 0.5)])
+    slurm = SlurmInfo(nnodes=3, hosts=("n1", "n2", "n3"), rdzv_host="n1", port=1, rdzv_id="x", gpus_on_node=None,
+                      tasks_per_node=None)
+    got = codes(bench.judge(r, slurm=slurm))
+    assert {"ND305", "ND306", "ND307", "ND308"} <= set(got)
+
+
+def test_report_tables_and_json_keys():
+    r = result([node(0, "vm", [0, 1])], [meas(size=s) for s in (1 << 20, 64 << 20)])
+    rep = bench.build_report(r, bench.judge(r))
+    assert rep.tables[0].columns[:2] == ("size (B)", "count") and len(rep.tables[0].rows) == 2
+    row = rep.data["results"][0]
+    assert {"op", "group", "size_bytes", "time_us", "algbw_gbps", "busbw_gbps", "wrong"} <= set(row)
+    assert rep.data["nodes"][0]["host"] == "vm"
+
+
+@pytest.mark.parametrize("argv,msg", [(["--ops", "broadcast"], "unknown op 'broadcast'"),
+                                      (["--sizes", "1T"], "bad size"), (["--groups", "rack"], "unknown rack"),
+                                      (["--iters", "0"], "--iters must be >= 1")])
+def test_bad_arguments_one_line_exit_2(argv, msg):
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", *argv], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and msg in proc.stderr
+
+
+def env():
+    e = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_JOB_ID", "GLOO_SOCKET_IFNAME"):
+        e.pop(var, None)
+    return e
+
+
+def test_real_two_rank_gloo_run_json():
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K,1M", "--iters", "5",
+                           "--format", "json"], capture_output=True, text=True, timeout=120, env=env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["backend"] == "gloo" and doc["world_size"] == 2 and doc["verdict"] == "warn"  # sizes too small
+    got = {(r["op"], r["size_bytes"]) for r in doc["results"]}
+    assert got == {(op, s) for op in ("all_gather", "reduce_scatter", "all_reduce") for s in (65536, 1 << 20)}
+    for r in doc["results"]:
+        assert r["wrong"] == 0 and r["time_us"] > 0 and r["group"] == "world"
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * bus_factor(r["op"], 2), rel=1e-3, abs=1e-4)
+    assert [f["code"] for f in doc["findings"]] == ["ND306", "ND300"]
+    assert "[6/6]" in proc.stderr  # sparse progress lines in a job log
+
+
+def test_plain_worker_ranks_all_exit_with_rank0_verdict(tmp_path):
+    """Ranks started by someone else's launcher (RANK/WORLD_SIZE set): rank 0 renders, both exit 1 (--strict)."""
+    from nccl_doctor.launch import free_port
+
+    out = tmp_path / "r.json"
+    port = str(free_port())
+    procs = [subprocess.Popen([sys.executable, "-m", "nccl_doctor", "bench", "--ops", "ag", "--sizes", "64K",
+                               "--iters", "5", "--strict", "--json-out", str(out), "--format", "json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(env(), RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port))
+             for r in (0, 1)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [1, 1], outs[0][1][-2000:]
+    assert json.loads(out.read_text())["verdict"] == "warn"  # --strict: a warning exits 1
+    assert json.loads(outs[0][0])["verdict"] == "warn" and outs[1][0] == ""  # rank 1 renders nothing
+
+
+def test_hung_rank_is_named_with_its_stage():
+    e = dict(env(), NCCL_DOCTOR_TEST_STALL="1:reduce_scatter")
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K", "--iters", "5",
+                           "--timeout", "4", "--deadline", "60", "--format", "json"],
+                          capture_output=True, text=True, timeout=120, env=e)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["stage"] == "reduce_scatter world 64 KiB" and doc["missing_ranks"] == [1]
+    (f,) = doc["findings"]
+    assert f["code"] == "ND310" and "rank 1" in f["message"]

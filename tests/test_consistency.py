@@ -1,0 +1,59 @@
+"""Cross-node comparison: only what differs, with the nodes on each side."""
+
+from __future__ import annotations
+
+from nccl_doctor.consistency import compare, node_facts
+from nccl_doctor.report import Severity
+
+
+def _node(host, **over):
+    base = {"host": host, "version.torch": "2.13.0", "version.nccl": "2.21.5", "version.cuda": "12.4",
+            "driver.nvidia": "550.54", "env.NCCL_SOCKET_IFNAME": "ib0", "nic.ib0": "infiniband, up, 200000 Mb/s",
+            "plugin.net": "none"}
+    base.update(over)
+    return base
+
+
+def test_identical_nodes_give_nothing():
+    assert compare([_node("n1"), _node("n2"), _node("n3")]) == []
+
+
+def test_single_node_gives_nothing():
+    assert compare([_node("n1", **{"version.nccl": "2.18"})]) == []
+
+
+def test_version_difference_names_both_sides_odd_one_as_where():
+    nodes = [_node("n1"), _node("n2", **{"version.nccl": "2.18.1"}), _node("n3")]
+    [f] = compare(nodes)
+    assert f.code == "ND401" and f.severity is Severity.FAIL
+    assert f.message == "version nccl differs across nodes: 2.21.5 on n1, n3; 2.18.1 on n2"
+    assert f.where.host == "n2"
+
+
+def test_env_unset_on_one_node_and_nic_rate_differ():
+    nodes = [_node("a"), _node("b"), _node("c", **{"nic.ib0": "infiniband, up, 100000 Mb/s"})]
+    del nodes[1]["env.NCCL_SOCKET_IFNAME"]
+    found = {f.code: f for f in compare(nodes)}
+    assert set(found) == {"ND402", "ND403"}
+    assert found["ND402"].message.endswith("ib0 on a, c; (unset) on b")
+    assert found["ND402"].severity is Severity.WARN
+    assert found["ND403"].where.host == "c" and found["ND403"].where.iface == "ib0"
+
+
+def test_plugin_difference_fails():
+    [f] = compare([_node("a", **{"plugin.net": "/opt/aws-ofi/libnccl-net.so"}), _node("b")])
+    assert f.code == "ND404" and f.severity is Severity.FAIL
+    assert "aws-ofi" in f.message and "none on b" in f.message
+
+
+def test_host_key_and_unknown_keys_are_not_compared():
+    assert compare([_node("a", extra="1"), _node("b", extra="2")]) == []
+
+
+def test_node_facts_reads_this_machine(monkeypatch):
+    facts = node_facts({"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG_FILE": "/tmp/x.%h", "PATH": "/bin"}, host="me")
+    assert facts["host"] == "me"
+    assert facts["env.NCCL_SOCKET_IFNAME"] == "eth0"
+    assert "env.NCCL_DEBUG_FILE" not in facts  # per-node by design
+    assert facts["version.torch"].startswith("2.")
+    assert not any(k.startswith("nic.lo") for k in facts)

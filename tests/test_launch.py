@@ -1,0 +1,125 @@
+"""Launcher glue: Slurm env, GPU count, the cross-host workarounds, stage files, the deadline."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nccl_doctor import launch as L
+from nccl_doctor.errors import InputError
+
+SLURM = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu[07-09],login1", "SLURM_JOB_NUM_NODES": "4",
+         "SLURM_NNODES": "4"}
+
+
+def test_slurm_config_from_env():
+    s = L.slurm_launch_config(SLURM)
+    assert s.hosts == ("gpu07", "gpu08", "gpu09", "login1")
+    assert (s.nnodes, s.rdzv_host, s.port, s.rdzv_id) == (4, "gpu07", 29500 + 242, "slurm-4242")
+
+
+def test_slurm_step_wins_and_master_port_overrides():
+    env = {**SLURM, "SLURM_STEP_NODELIST": "gpu[08-09]", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_ID": "3",
+           "SLURM_STEP_NUM_TASKS": "2", "MASTER_PORT": "31000", "SLURM_GPUS_ON_NODE": "8"}
+    s = L.slurm_launch_config(env)
+    assert (s.nnodes, s.rdzv_host, s.port, s.rdzv_id, s.gpus_on_node, s.tasks_per_node) == \
+        (2, "gpu08", 31000, "slurm-4242.3", 8, 1)
+
+
+def test_no_slurm_and_bad_nodelist():
+    assert L.slurm_launch_config({}) is None
+    with pytest.raises(InputError, match="cannot expand SLURM node list"):
+        L.slurm_launch_config({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n[1-"})
+
+
+def test_visible_gpus(tmp_path):
+    assert L.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,3"}, tmp_path) == 3
+    assert L.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, tmp_path) == 0
+    assert L.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, tmp_path) == 0
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    assert L.visible_gpus({}, tmp_path) == 2
+
+
+def fake_route(local: bool, loop: bool = False):
+    def route(host, port):
+        return L.Route(peer_ip="127.0.0.1" if loop else "198.18.0.1", local_ip="198.18.0.2", iface="eth1",
+                       is_local=local or loop, loopback=loop)
+    return route
+
+
+def test_plan_under_slurm_fills_everything_and_gloo_iface():
+    env = {**SLURM, "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "n[1-2]"}
+    cfg = L.plan_launch(nnodes=None, nproc_per_node=None, rdzv_endpoint=None, rdzv_id=None, join_timeout_s=60,
+                        deadline_s=30, env=env, route=fake_route(local=False))
+    assert (cfg.nnodes, cfg.nproc_per_node, cfg.rdzv_endpoint, cfg.rdzv_id) == (2, 2, "n1:29742", "slurm-4242")
+    assert (cfg.is_host, cfg.local_addr, cfg.extra_env) == (False, "198.18.0.2", {"GLOO_SOCKET_IFNAME": "eth1"})
+    argv = L.torchrun_argv(cfg, ["bench", "--iters", "3"], python="py")
+    assert argv[:3] == ["py", "-m", "torch.distributed.run"]
+    assert "--rdzv-conf=join_timeout=60,is_host=0" in argv and "--local-addr=198.18.0.2" in argv
+    assert "--max-restarts=0" in argv and argv[-5:] == ["-m", "nccl_doctor", "bench", "--iters", "3"]
+
+
+def test_plan_keeps_user_gloo_iface_and_lets_torchrun_decide_on_loopback():
+    cfg = L.plan_launch(nnodes=2, nproc_per_node=1, rdzv_endpoint="127.0.0.1:1234", rdzv_id="x",
+                        join_timeout_s=60, deadline_s=30, env={}, route=fake_route(local=False, loop=True))
+    assert cfg.is_host is None and cfg.local_addr is None and cfg.extra_env == {}
+    cfg = L.plan_launch(nnodes=2, nproc_per_node=1, rdzv_endpoint="n1:1234", rdzv_id="x", join_timeout_s=60,
+                        deadline_s=30, env={"GLOO_SOCKET_IFNAME": "ib0"}, route=fake_route(local=True))
+    assert cfg.is_host is True and cfg.extra_env == {}
+
+
+def test_plan_rejects_multinode_without_endpoint_and_multitask_steps():
+    with pytest.raises(InputError, match="--rdzv-endpoint"):
+        L.plan_launch(nnodes=2, nproc_per_node=1, rdzv_endpoint=None, rdzv_id=None, join_timeout_s=1,
+                      deadline_s=1, env={})
+    env = {**SLURM, "SLURM_STEP_NUM_TASKS": "8", "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_NODELIST": "gpu07"}
+    with pytest.raises(InputError, match="--ntasks-per-node=1"):
+        L.plan_launch(nnodes=None, nproc_per_node=None, rdzv_endpoint=None, rdzv_id=None, join_timeout_s=1,
+                      deadline_s=1, env=env)
+
+
+def test_single_node_default_is_local_with_cpu_ranks():
+    cfg = L.plan_launch(nnodes=None, nproc_per_node=None, rdzv_endpoint=None, rdzv_id=None, join_timeout_s=1,
+                        deadline_s=1, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert cfg.nnodes == 1 and cfg.nproc_per_node == 2 and cfg.rdzv_endpoint.startswith("127.0.0.1:")
+
+
+def test_route_to_loopback_is_local():
+    r = L.route_to("127.0.0.1", 29500)
+    assert r.loopback and r.is_local and r.local_ip == "127.0.0.1" and r.iface == "lo"
+    with pytest.raises(InputError, match="cannot resolve"):
+        L.route_to("no-such-host.invalid", 1)
+
+
+def test_stage_files_roundtrip_and_describe(tmp_path):
+    env = {L.STAGE_DIR_ENV: str(tmp_path)}
+    L.StageFile(0, "n1", env).set("done", code=1)
+    L.StageFile(1, "n1", env).set("all_gather inter 1 MiB")
+    assert not L.StageFile(0, "n1", {}).managed
+    stages = L.read_stages(tmp_path)
+    assert [(s.rank, s.stage, s.code) for s in stages] == [(0, "done", 1), (1, "all_gather inter 1 MiB", None)]
+    cfg = L.LaunchConfig(nnodes=2, nproc_per_node=3, rdzv_endpoint="n1:1", rdzv_id="x", deadline_s=9)
+    out = L.LaunchOutcome(returncode=-15, timed_out=True, elapsed_s=9, stages=tuple(stages), host="n1", cfg=cfg)
+    assert out.worker_code == 1 and out.stuck_stage() == "all_gather inter 1 MiB"
+    text = out.describe()
+    assert "deadline of 9 s expired in stage all_gather inter 1 MiB on n1" in text
+    assert "rank 1 in all_gather inter 1 MiB" in text and "1 local rank(s) never started" in text
+    empty = L.LaunchOutcome(returncode=-15, timed_out=True, elapsed_s=9, stages=(), host="n2", cfg=cfg)
+    assert "stage rendezvous: no worker started on n2 (waiting for 2 node(s) at n1:1" in empty.describe()
+
+
+def test_deadline_kills_the_group_and_names_rendezvous():
+    """A 2-node run whose second node never comes: the parent's deadline fires and says so."""
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--nnodes", "2", "--nproc-per-node", "1",
+                           "--rdzv-endpoint", f"127.0.0.1:{L.free_port()}", "--deadline", "6", "--format", "json"],
+                          capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - t0 < 30
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert doc["stage"] == "rendezvous" and doc["timed_out"] is True
+    (f,) = doc["findings"]
+    assert f["code"] == "ND309" and "no worker started" in f["message"] and "waiting for 2 node(s)" in f["message"]

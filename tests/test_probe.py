@@ -1,0 +1,199 @@
+"""probe end to end on fixture trees: findings, NCCL/Gloo choices, exports, JSON, snapshots, CLI."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sysfs_builder as b
+
+from nccl_doctor.cli import main
+from nccl_doctor.probe import check, node_dict, probe_node, probe_report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    return {name: b.build(spec(), tmp_path_factory.mktemp(name)) for name, spec in b.SPECS.items()}
+
+
+def codes(root, env=None, sev=None):
+    fs = check(probe_node(root, {"HOME": "/root", **(env or {})}))
+    return {f.code for f in fs if sev is None or f.severity.value == sev}
+
+
+def test_dgx_clean_by_default(roots):
+    node = probe_node(roots["dgx_h100"], {})
+    assert node.nccl_socket.ifaces == [f"ib{i}" for i in range(8)] and node.nccl_socket.bootstrap == "ib0"
+    assert node.nccl_ib.ports == [f"mlx5_{i}:1" for i in range(8)]
+    assert node.gloo.ifaces == ["bond0"]
+    assert codes(roots["dgx_h100"], sev="warn") == set() and codes(roots["dgx_h100"], sev="fail") == set()
+
+
+@pytest.mark.parametrize("env, code, sev", [
+    ({"NCCL_SOCKET_IFNAME": "eth0"}, "ND202", "fail"),
+    ({"NCCL_SOCKET_IFNAME": "=ib"}, "ND202", "fail"),
+    ({"NCCL_SOCKET_IFNAME": "bond"}, "ND201", "warn"),
+    ({"NCCL_SOCKET_IFNAME": "docker"}, "ND203", "fail"),  # docker0 has no carrier: not running
+    ({"NCCL_SOCKET_IFNAME": "b"}, "ND204", "warn"),
+    ({"NCCL_SOCKET_IFNAME": "=^ib0"}, "ND204", "warn"),
+    ({"NCCL_IB_DISABLE": "1"}, "ND207", "fail"),
+    ({"NCCL_NET": "Socket"}, "ND207", "fail"),
+    ({"NCCL_IB_DISABLE": "true"}, "ND217", "warn"),
+    ({"NCCL_IB_HCA": "=mlx5_9"}, "ND208", "fail"),
+    ({"NCCL_NET": "IBB"}, "ND222", "warn"),
+    ({"NCCL_NET_GDR_LEVEL": "pxb"}, "ND218", "warn"),
+    ({"NCCL_NET_GDR_LEVEL": "NODE"}, "ND218", "warn"),
+    ({"NCCL_DEBUG": "VERBOSE"}, "ND218", "warn"),
+    ({"NCCL_CROSS_NIC": "3"}, "ND218", "warn"),
+    ({"NCCL_P2P_DISABLE": "1"}, "ND221", "warn"),
+    ({"NCCL_SHM_DISABLE": "1"}, "ND221", "warn"),
+    ({"NCCL_SOCKET_IFNAM": "ib"}, "ND219", "warn"),
+    ({"NCCL_ASYNC_ERROR_HANDLING": "1"}, "ND219", "warn"),
+    ({"GLOO_SOCKET_IFNAME": "ib"}, "ND216", "fail"),
+    ({"GLOO_SOCKET_IFNAME": "docker0"}, "ND216", "warn"),
+])
+def test_env_findings_on_dgx(roots, env, code, sev):
+    assert code in codes(roots["dgx_h100"], env, sev)
+
+
+def test_ib_disable_true_keeps_ib(roots):
+    node = probe_node(roots["dgx_h100"], {"NCCL_IB_DISABLE": "true"})
+    assert node.nccl_ib.ports and node.nccl_ib.disabled_by is None
+    msg = next(f.message for f in check(node) if f.code == "ND217")
+    assert "IB stays ENABLED" in msg
+
+
+def test_socket_ifname_only_down(roots):
+    node = probe_node(roots["degraded_ib"], {"NCCL_SOCKET_IFNAME": "=ib1"})
+    f = next(f for f in check(node) if f.code == "ND203")
+    assert f.severity.value == "fail" and f.where.iface == "ib1" and f.fix.startswith("export NCCL_SOCKET_IFNAME=")
+
+
+def test_degraded_ports_and_exports(roots):
+    node = probe_node(roots["degraded_ib"], {})
+    fs = check(node)
+    assert {(f.code, f.where.device) for f in fs if f.code in ("ND209", "ND210")} == {("ND209", "mlx5_1:1"),
+                                                                                      ("ND210", "mlx5_2:1")}
+    assert "ND214" in {f.code for f in fs}  # GPUs + IB, no peermem, proprietary driver: no DMA-BUF
+    ex = node_dict(node)["exports"]
+    assert "export NCCL_IB_HCA==mlx5_0:1,mlx5_3:1" in ex and "export NCCL_SOCKET_IFNAME==ib0" in ex
+
+
+def test_roce_node(roots):
+    node = probe_node(roots["roce"], {})
+    fs = check(node)
+    got = {f.code for f in fs}
+    assert {"ND201", "ND212", "ND213"} <= got and "ND214" not in got  # DMA-BUF possible
+    assert node.nccl_socket.bootstrap == "eno1"  # NCCL's default: first non-docker/lo interface
+    ex = node_dict(node)["exports"]
+    assert ex[:3] == ["export NCCL_SOCKET_IFNAME==bond0", "export NCCL_IB_HCA==mlx5_bond_0:1",
+                      "export NCCL_IB_GID_INDEX=3"]
+    assert "ND211" in codes(roots["roce"], {"NCCL_IB_GID_INDEX": "2"})  # a RoCE v1 GID
+    assert "ND211" in codes(roots["roce"], {"NCCL_IB_GID_INDEX": "9"})
+    assert "ND211" not in codes(roots["roce"], {"NCCL_IB_GID_INDEX": "3"})
+
+
+def test_p5_efa(roots):
+    node = probe_node(roots["p5"], {})
+    assert node.nccl_ib.ports == [] and node.nccl_socket.ifaces == ["ens32"]
+    assert "ND225" in {f.code for f in check(node)}
+    assert node_dict(node)["nccl"]["transport"].startswith("plugin")
+
+
+def test_virtual_bootstrap(roots):
+    assert "ND206" in codes(roots["cloud_vm"], {"NCCL_SOCKET_IFNAME": "docker"}, "warn")
+
+
+def test_cloud_vm_gloo_loopback(roots):
+    node = probe_node(roots["cloud_vm"], {})
+    got = {f.code: f for f in check(node)}
+    assert "ND215" in got and got["ND215"].fix == "export GLOO_SOCKET_IFNAME=ens5"
+    assert "ND226" in got and node.nccl_socket.ifaces == ["ens5"]
+
+
+def test_conf_file_injects_quoted_ifname(tmp_path):
+    spec = b.dgx_h100()
+    spec["files"] = {"/etc/nccl.conf": 'NCCL_SOCKET_IFNAME="ib"\n'}
+    root = b.build(spec, tmp_path)
+    node = probe_node(root, {})
+    assert node.nccl_socket.ifaces == []
+    got = {(f.code, f.severity.value) for f in check(node)}
+    assert {("ND202", "fail"), ("ND204", "warn"), ("ND220", "warn")} <= got
+    assert probe_node(root, {"NCCL_SOCKET_IFNAME": "ib"}).nccl_socket.ifaces  # environment wins
+
+
+def test_report_json_keys(roots):
+    rep = probe_report(probe_node(roots["dgx_h100"], {}))
+    d = rep.data
+    assert {"interfaces", "nccl", "gloo_iface", "host", "exports", "rdma_devices", "gpus"} <= set(d)
+    i = next(x for x in d["interfaces"] if x["name"] == "ib0")
+    assert {"name", "kind", "operstate", "speed_mbps", "addresses", "rdma"} <= set(i)
+    assert i["kind"] == "infiniband" and i["speed_mbps"] == 400000 and i["addresses"] == ["10.1.0.11/24"]
+    assert d["nccl"]["socket_ifaces"][0] == "ib0" and len(d["nccl"]["ib_devices"]) == 8
+    assert d["gloo_iface"] == "bond0"
+    json.dumps(d)
+
+
+def test_cli_json_and_exit_codes(roots, capsys):
+    rc = main(["probe", "--root", str(roots["dgx_h100"]), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["verdict"] == "pass" and doc["command"] == "probe"
+    assert main(["probe", "--root", str(roots["degraded_ib"]), "--strict"]) == 1
+    out = capsys.readouterr().out
+    assert "Recommended exports" in out and "export NCCL_IB_HCA==mlx5_0:1,mlx5_3:1" in out
+    assert main(["probe", "--root", "/nonexistent-root"]) == 2
+    assert "error: --root /nonexistent-root" in capsys.readouterr().err
+
+
+def test_cli_fail_exit(roots, capsys, monkeypatch):
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth9")
+    assert main(["probe", "--root", str(roots["dgx_h100"])]) == 1
+    assert "ND202" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(b.SPECS))
+def test_snapshot_round_trip(roots, name, tmp_path, capsys, monkeypatch):
+    """--snapshot captures exactly what was read; --root on it (tar.gz or extracted) gives the same JSON."""
+    for k in [k for k in __import__("os").environ if k.startswith(("NCCL_", "GLOO_"))]:
+        monkeypatch.delenv(k)
+    snap = tmp_path / "node.tar.gz"
+    assert main(["probe", "--root", str(roots[name]), "--format", "json", "--snapshot", str(snap)]) in (0, 1)
+    first = json.loads(capsys.readouterr().out)
+    main(["probe", "--root", str(snap), "--format", "json"])
+    second = json.loads(capsys.readouterr().out)
+    for doc in (first, second):
+        doc.pop("root")
+    assert first == second
+
+
+def test_snapshot_of_live_system_round_trips(tmp_path, capsys):
+    snap = tmp_path / "live.tar.gz"
+    main(["probe", "--format", "json", "--snapshot", str(snap)])
+    live = json.loads(capsys.readouterr().out)
+    extracted = tmp_path / "x"
+    subprocess.run(["tar", "xzf", str(snap), "-C", str(extracted.mkdir() or extracted)], check=True, timeout=30)
+    main(["probe", "--root", str(extracted), "--format", "json"])
+    again = json.loads(capsys.readouterr().out)
+    for doc in (live, again):
+        doc.pop("root")
+    assert live == again
+    assert snap.stat().st_size < 200_000
+
+
+def test_probe_never_imports_torch_and_is_fast(roots):
+    code = ("import sys, time; from nccl_doctor.cli import main; t=time.perf_counter(); "
+            f"rc=main(['probe','--root',{str(roots['dgx_h100'])!r},'--format','json']); "
+            "sys.stderr.write(f'{time.perf_counter()-t:.3f}'); assert 'torch' not in sys.modules")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert float(p.stderr.strip().splitlines()[-1]) < 1.0
+
+
+def test_probe_node_is_fast(roots):
+    t = time.perf_counter()
+    probe_report(probe_node(roots["dgx_h100"], {}))
+    assert time.perf_counter() - t < 0.5
