@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 
     bare = min(bare_loop(path) for _ in range(2))
     t = time.perf_counter()
-    subprocess.run(["grep", "-c", "NCCL INFO", str(path)], stdout=subprocess.DEVNULL, check=False)
+    # capture stdout: GNU grep stops at the first match when its output is /dev/null
+    subprocess.run(["grep", "-c", "NCCL INFO", str(path)], stdout=subprocess.PIPE, check=False)
     grep = time.perf_counter() - t
     cmd = [sys.executable, "-m", "nccl_doctor", "parse", "--format", "json", str(path)]
     wall, rss, out, rc = timed_child(cmd)

@@ -77,7 +77,7 @@ CODES: dict[str, Code] = _table(
     # --- ND3xx: bench (bandwidth) -----------------------------------------------------------------
     ("ND300", "bandwidth-ok", "Every collective returned correct data and no node or link stands out."),
     ("ND301", "wrong-results", "A collective returned wrong elements (like nccl-tests' #wrong)."),
-    ("ND302", "slow-node", "A node's inter-node bandwidth is far below the median of its peers."),
+    ("ND302", "slow-node-bandwidth", "A node's inter-node bandwidth is far below the median of its peers."),
     ("ND303", "slow-link-unpinned", "With two nodes the link is slow, but which end cannot be told."),
     ("ND304", "below-link-rate", "A node's inter-node bandwidth is a small share of its link's line rate."),
     ("ND305", "above-link-rate", "A figure exceeds the link's line rate, so it is not that link's figure."),

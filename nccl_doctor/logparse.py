@@ -176,7 +176,7 @@ _PREFIX_RE = re.compile(
 _DEV_ONLY_RE = re.compile(r"\[(\d+)\](?: (\S+:\d+))?\s*$")
 _LAUNCHER_RANK_RE = re.compile(r"^\s*(?:\[\d+,(\d+)\]<\w+>:|\[rank(\d+)\]:|(\d+): )")
 _MARK_RE = re.compile(
-    r"(?:[^\s:\[\](){}<>`|]+:\d+:\d+ )?\[\d+\] (?:\S+:\d+(?: \([^)]*\))? )?NCCL (?:INFO|WARN|ABORT|TRACE) "
+    r"(?:(?P<host>[^\s:\[\](){}<>`|/]+):\d+:\d+ )?\[\d+\] (?:\S+:\d+(?: \([^)]*\))? )?NCCL (?:INFO|WARN|ABORT|TRACE) "
 )
 _VERSION_RE = re.compile(r"NCCL version (\d+\.\d+\.\d+)([^\s+]*)(\+cuda[\d.]+)?")
 _VIA_RE = re.compile(
@@ -294,6 +294,14 @@ class LogParser:
                             self.lineno += 1
                             skipped += 1
                             continue
+                elif c in _IGNORED_HEADS and line.find(" NCCL ", i + 11) < 0 and line[:i] in cache:
+                    self.lineno += 1
+                    skipped += 1
+                    continue
+                if self._held is None and len(line) < 160 and "\r" not in line:
+                    self.lineno += 1  # an ordinary INFO line: straight to its handler
+                    self._logical(line)
+                    continue
             feed(line)
         self.result.nccl_lines += skipped
 
@@ -340,7 +348,14 @@ class LogParser:
 
     def _split_spliced(self, line: str) -> bool:
         """Two NCCL records glued on one physical line: feed each on its own."""
-        starts = [m.start() for m in _MARK_RE.finditer(line)]
+        starts = []
+        for m in _MARK_RE.finditer(line):
+            start, host = m.start(), m.group("host")
+            if host and host not in self.result.hosts:  # "...via P2P/IPCzeta:1:2 [0] NCCL INFO"
+                known = next((h for h in self.result.hosts if host.endswith(h)), None)
+                if known:
+                    start += len(host) - len(known)
+            starts.append(start)
         if len(starts) < 2:
             return False
         starts[0] = 0
@@ -710,17 +725,17 @@ class LogParser:
                 if level == "NCCL INFO ":  # a record with no prefix at all
                     self._info(None, text[j + 10:])
                 return
+        m = _NCCL_ERROR_RE.search(text)
+        if m:
+            r.nccl_lines += 1
+            self._error("nccl-error", text, None, kind=m.group(1))
+            return
         if "NCCL version" in text:
             r.nccl_lines += 1
             lm = _LAUNCHER_RANK_RE.match(text)
             self._version(None, text)
             if lm:
                 r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
-            return
-        m = _NCCL_ERROR_RE.search(text)
-        if m:
-            r.nccl_lines += 1
-            self._error("nccl-error", text, None, kind=m.group(1))
             return
         m = _LAST_ERROR_RE.search(text)
         if m and "nccl" in m.group(1)[:5]:
@@ -798,6 +813,10 @@ class LogParser:
                     target.merge(c)
         return r
 
+
+# INFO messages that say nothing the diagnosis uses (Trees, Setting affinity, P2P Chunksize,
+# threadThresholds, Init timings, Pattern): skipped in ``feed_all`` once their prefix is known.
+_IGNORED_HEADS = frozenset({"Tr", "Se", "P2", "th", "In", "Pa"})
 
 _INFO_DISPATCH = {
     "NCCL ": LogParser._nccl_word,
