@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .busbw import OPS, format_size, link_gbps, parse_size, parse_sizes
 from .errors import InputError
-from .launch import SlurmInfo, StageFile, in_worker, launch_notes, plan_launch, self_launch, slurm_launch_config
+from .launch import LOG_ENV, SlurmInfo, StageFile, in_worker, launch_notes, plan_launch, self_launch, slurm_launch_config
 from .report import Finding, Report, Severity, Table, Where, exit_code
 
 GROUPS = ("world", "intra", "inter")
@@ -139,7 +139,10 @@ def run(args: argparse.Namespace) -> Report | int:
     report.summary = f"{name} in stage {stage}"
     report.notes.extend(cfg.notes)
     report.data = {"stage": stage, "timed_out": outcome.timed_out, "returncode": outcome.returncode,
-                   "elapsed_s": round(outcome.elapsed_s, 2), "results": [], "nodes": []}
+                   "elapsed_s": round(outcome.elapsed_s, 2), "results": [], "nodes": [],
+                   "worker_log": outcome.log_path}
+    if outcome.log_path:
+        report.notes.append(f"torchrun's and the workers' stderr on {outcome.host}: {outcome.log_path}")
     return report
 
 
@@ -215,8 +218,10 @@ def _failure_report(failure, host: str, env: Mapping[str, str]) -> Report:
                        fix=_stage_fix(failure.stage.split()[0] if failure.stage else ""),
                        evidence=tuple(line for line in failure.error.splitlines()[:3] if line.strip())))
     report.data = {"stage": failure.stage, "missing_ranks": failure.missing, "missing_hosts": failure.hosts,
-                   "results": [], "nodes": []}
+                   "results": [], "nodes": [], "worker_log": env.get(LOG_ENV)}
     report.notes.extend(launch_notes(env))
+    if env.get(LOG_ENV):
+        report.notes.append(f"torchrun's and the workers' stderr on {host}: {env[LOG_ENV]}")
     return report
 
 
@@ -289,17 +294,27 @@ def _judge_wrong(result) -> list[Finding]:
 
 
 def node_rows(result) -> list[dict]:
-    """Each node with its inter-node figure, its link rate, % of link and its peers' median."""
+    """Each node with its inter-node figure, what its links should deliver (the probe), and its peers' median.
+
+    ``expected_gbps`` is the yardstick for the figure: one rank pair, so one NIC on an NCCL/IB node;
+    ``link_gbps`` is all the inter-node links the backend uses on that node, together."""
     figs = {n.index: result.node_figure(n.index) for n in result.nodes}
     rows = []
     for n in result.nodes:
         fig = figs[n.index]
         peers = [v for k, v in figs.items() if k != n.index and v is not None]
         link = link_gbps(n.link_mbit) if n.link_mbit else None
+        exp = getattr(n, "expected", None)
+        want = exp.per_rank_gbps if exp is not None else link
         rows.append({
             "host": n.host, "index": n.index, "ranks": list(n.ranks), "iface": n.iface,
             "link_gbps": round(link, 4) if link else None,
+            "expected_gbps": round(want, 4) if want else None,
+            "expected_basis": exp.inter_basis if exp is not None else ("sysfs link speed" if link else None),
+            "intra_expected_gbps": exp.intra_gbps if exp is not None else None,
+            "intra_expected_basis": exp.intra_basis if exp is not None else None,
             "inter_node_busbw_gbps": round(fig, 4) if fig is not None else None,
+            "pct_of_expected": round(100 * fig / want, 1) if fig is not None and want else None,
             "pct_of_link": round(100 * fig / link, 1) if fig is not None and link else None,
             "peer_median_gbps": round(statistics.median(peers), 4) if len(peers) >= 2 else None,
             "pairs": [result.nodes[p.b if p.a == n.index else p.a].host
@@ -308,13 +323,27 @@ def node_rows(result) -> list[dict]:
     return rows
 
 
+def group_expected(result, group: str) -> float | None:
+    """What a group's busbw should reach, from the slowest node: world across nodes and inter run over
+    the inter-node links (inter: one group per local rank at once, sharing them); world on one node and
+    intra over NVLink/PCIe (GPUs only; CPU ranks have no link to compare with)."""
+    links = [link_gbps(n.link_mbit) if n.link_mbit else None for n in result.nodes]
+    intra = [getattr(n, "expected", None) and n.expected.intra_gbps for n in result.nodes]
+    if group == "intra" or (group == "world" and result.nnodes == 1):
+        return min(intra) if intra and all(intra) else None
+    if not links or not all(links):
+        return None
+    share = result.local_world_size if group == "inter" else 1
+    return min(links) / share
+
+
 def _judge_nodes(result) -> list[Finding]:
     out: list[Finding] = []
     rows = [r for r in node_rows(result) if r["inter_node_busbw_gbps"] is not None]
     slow_frac = SLOW_FRACTION.get(result.backend, 0.25)
     if len(rows) == 2:
         fig = rows[0]["inter_node_busbw_gbps"]
-        links = [r["link_gbps"] for r in rows if r["link_gbps"]]
+        links = [r["expected_gbps"] for r in rows if r["expected_gbps"]]
         if links and fig < slow_frac * min(links):
             a, b = rows[0]["host"], rows[1]["host"]
             out.append(Finding(
@@ -334,11 +363,11 @@ def _judge_nodes(result) -> list[Finding]:
                 fix=f"drain {r['host']} (e.g. `scontrol update nodename={r['host']} state=drain reason=slow-link`) "
                     f"and check its link: `ethtool {r['iface'] or '<iface>'}`, `tc qdisc show dev "
                     f"{r['iface'] or '<iface>'}`, cable and switch port"))
-        elif r["link_gbps"] and fig < slow_frac * r["link_gbps"]:
+        elif r["expected_gbps"] and fig < slow_frac * r["expected_gbps"]:
             out.append(Finding(
                 code="ND304", severity=Severity.WARN, where=Where(host=r["host"], iface=r["iface"]),
-                message=f"inter-node bandwidth of {r['host']} is {fig:.3f} GB/s, {r['pct_of_link']}% of its "
-                        f"{r['link_gbps']:.2f} GB/s link ({result.backend})",
+                message=f"inter-node bandwidth of {r['host']} is {fig:.3f} GB/s, {r['pct_of_expected']}% of the "
+                        f"{r['expected_gbps']:.2f} GB/s its links should deliver ({r['expected_basis']})",
                 fix="check that traffic takes the fast interface (nccl-doctor probe) and that NCCL uses the "
                     "IB/RoCE transport, not sockets (nccl-doctor parse on an NCCL_DEBUG=INFO log)"))
     return out
@@ -380,10 +409,16 @@ def _judge_trust(result, slurm: SlurmInfo | None) -> list[Finding]:
 
 # --- the report ------------------------------------------------------------------------------------
 def result_rows(result) -> list[dict]:
+    want = {g: group_expected(result, g) for g in {m.group for m in result.results}}
     return [{"op": m.op, "group": m.group, "group_size": m.group_size, "size_bytes": m.size_bytes,
              "count": m.count, "dtype": m.dtype, "iters": m.iters, "time_us": round(m.time_us, 2),
              "algbw_gbps": round(m.algbw_gbps, 4), "busbw_gbps": round(m.busbw_gbps, 4), "wrong": m.wrong,
-             "in_place": m.in_place} for m in result.results]
+             "in_place": m.in_place, "expected_gbps": round(want[m.group], 4) if want[m.group] else None,
+             "pct_of_expected": _pct(m.busbw_gbps, want[m.group])} for m in result.results]
+
+
+def _pct(value: float | None, want: float | None) -> float | None:
+    return round(100 * value / want, 1) if value is not None and want else None
 
 
 def build_report(result, findings: list[Finding], *, notes: list[str] = ()) -> Report:
@@ -393,21 +428,26 @@ def build_report(result, findings: list[Finding], *, notes: list[str] = ()) -> R
         by_table.setdefault((m.op, m.group), []).append(m)
     for (op, group), ms in by_table.items():
         redop = "sum" if op != "all_gather" else "none"
+        want = group_expected(result, group)
         report.tables.append(Table(
             title=f"{op} on {group} ({ms[0].group_size} ranks, {result.backend}, out-of-place)",
             columns=("size (B)", "count", "type", "redop", "iters", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
-                     "#wrong"),
+                     "% of expected", "#wrong"),
             rows=tuple((str(m.size_bytes), str(m.count), "float", redop, str(m.iters), f"{m.time_us:.1f}",
-                        f"{m.algbw_gbps:.3f}", f"{m.busbw_gbps:.3f}", str(m.wrong)) for m in ms)))
+                        f"{m.algbw_gbps:.3f}", f"{m.busbw_gbps:.3f}", _f(_pct(m.busbw_gbps, want), "{:.1f}"),
+                        str(m.wrong)) for m in ms),
+            caption=f"expected busbw {want:.3f} GB/s (see the notes for how)" if want else None))
     nodes = node_rows(result)
     if result.pairs:
         report.tables.append(Table(
             title=f"inter-node figure per node (ping-pong of {format_size(result.pairs[0].size_bytes)} "
                   "with each ring neighbour, GB/s one way, best of its pairs)",
-            columns=("host", "iface", "link (GB/s)", "busbw (GB/s)", "% of link", "peers' median", "pairs with"),
-            rows=tuple((r["host"], r["iface"] or "-", _f(r["link_gbps"]), _f(r["inter_node_busbw_gbps"]),
-                        _f(r["pct_of_link"], "{:.1f}"), _f(r["peer_median_gbps"]), ", ".join(r["pairs"]))
+            columns=("host", "iface", "expected (GB/s)", "busbw (GB/s)", "% of expected", "peers' median",
+                     "pairs with"),
+            rows=tuple((r["host"], r["iface"] or "-", _f(r["expected_gbps"]), _f(r["inter_node_busbw_gbps"]),
+                        _f(r["pct_of_expected"], "{:.1f}"), _f(r["peer_median_gbps"]), ", ".join(r["pairs"]))
                        for r in nodes)))
+    report.notes += expected_notes(result, nodes)
     report.notes += [f"skipped group {s}" for s in result.skipped]
     report.data = {
         "backend": result.backend, "device": result.device.split(":")[0], "world_size": result.world_size,
@@ -423,6 +463,26 @@ def build_report(result, findings: list[Finding], *, notes: list[str] = ()) -> R
         peak[(m.op, m.group)] = max(peak.get((m.op, m.group), 0.0), m.busbw_gbps)
     report.summary = "; ".join(f"{op} {g} {v:.3f} GB/s" for (op, g), v in peak.items()) + " peak busbw"
     return report
+
+
+def expected_notes(result, nodes: list[dict]) -> list[str]:
+    """Where each yardstick comes from, once per distinct basis; intra-node figures are estimates."""
+    out = []
+    for key, what in (("expected_basis", "inter-node expected"), ("intra_expected_basis", "intra-node expected")):
+        seen: dict[str, list[str]] = {}
+        for r in nodes:
+            if r[key]:
+                seen.setdefault(r[key], []).append(r["host"])
+        for basis, hosts in seen.items():
+            out.append(f"{what} on {_hosts(hosts)}: {basis}")
+    if result.nnodes > 1 and any(g.group == "inter" for g in result.results):
+        out.append(f"inter group expected: the node's inter-node links shared by the {result.local_world_size} "
+                   "inter groups that run at once")
+    return out
+
+
+def _hosts(hosts: list[str]) -> str:
+    return ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
 
 
 def _f(v, fmt: str = "{:.3f}") -> str:

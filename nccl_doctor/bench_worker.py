@@ -14,17 +14,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from .busbw import GB, auto_iters, busbw_gbps, format_size, round_size
+from .expected import Expected
 from .launch import StageFile, route_to
 
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-HOST_BYTES = 64
 STALL_ENV = "NCCL_DOCTOR_TEST_STALL"  # "RANK:STAGE-PREFIX": that rank hangs there (hang-diagnosis tests)
 
 
@@ -63,7 +62,8 @@ class NodeInfo:
     host: str
     ranks: tuple[int, ...]
     iface: str | None
-    link_mbit: int | None  # sysfs speed of the interface in use; None when unknown
+    link_mbit: int | None  # inter-node links in use, together, in Mb/s (expected.inter_gbps); None when unknown
+    expected: Expected | None = None  # the probe's yardstick for this node (first rank's view)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,52 +161,42 @@ def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, forc
     return f"cuda:{local_rank}" if use_cuda else "cpu"
 
 
-def local_link(env: Mapping[str, str], backend: str, sys_root: Path = Path("/sys")) -> tuple[str | None, int | None]:
-    """The interface this rank's inter-node traffic uses, and its sysfs speed in Mb/s.
+def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> Expected | None:
+    """This node's yardstick from the probe (~30 ms): the links the backend will use, and their rates.
+    Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so)."""
+    from .expected import expected_bandwidth
+    from .probe import probe_node
 
-    The interface: GLOO_SOCKET_IFNAME (gloo) or NCCL_SOCKET_IFNAME (nccl) when it names one plainly,
-    else the one that routes to MASTER_ADDR."""
-    var = "GLOO_SOCKET_IFNAME" if backend == "gloo" else "NCCL_SOCKET_IFNAME"
-    first = (env.get(var) or "").split(",")[0].strip()
-    iface = first if first and first[0] not in "^=" and (sys_root / "class/net" / first).exists() else None
-    if iface is None and env.get("MASTER_ADDR"):
+    route_iface = None
+    if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME") and env.get("MASTER_ADDR"):
         try:
-            iface = route_to(env["MASTER_ADDR"], int(env.get("MASTER_PORT", "29500"))).iface
+            route_iface = route_to(env["MASTER_ADDR"], int(env.get("MASTER_PORT", "29500"))).iface
         except Exception:  # noqa: BLE001 - best effort: the figure is still measured
-            iface = None
-    if not iface or iface == "lo":
-        return iface, None
+            route_iface = None
     try:
-        speed = int((sys_root / "class/net" / iface / "speed").read_text().strip())
-    except (OSError, ValueError):
-        return iface, None
-    return iface, speed if speed > 0 else None
+        return expected_bandwidth(probe_node(root, env), backend, route_iface=route_iface)
+    except Exception:  # noqa: BLE001 - a node we cannot read is measured without a yardstick
+        return None
 
 
 def gather_nodes(device: str, env: Mapping[str, str], backend: str) -> list[NodeInfo]:
-    """One all_gather of (node, local rank, link speed, hostname) from every rank."""
+    """One all_gather_object of (node, hostname, expected bandwidth) from every rank."""
     host = socket.gethostname()
     node = int(env.get("GROUP_RANK", "-1"))
-    iface, speed = local_link(env, backend)
-    raw = host.encode()[:HOST_BYTES].ljust(HOST_BYTES, b"\0")
-    ifraw = (iface or "").encode()[:16].ljust(16, b"\0")
-    mine = torch.tensor([node, speed or 0, *raw, *ifraw], dtype=torch.int64, device=device)
-    world = dist.get_world_size()
-    out = torch.empty(world * mine.numel(), dtype=torch.int64, device=device)
-    _all_gather(out, mine)
-    rows = out.view(world, -1).cpu().tolist()
-    per_rank = [(r[0], r[1], bytes(r[2:2 + HOST_BYTES]).rstrip(b"\0").decode(errors="replace"),
-                 bytes(r[2 + HOST_BYTES:]).rstrip(b"\0").decode(errors="replace")) for r in rows]
+    per_rank: list = [None] * dist.get_world_size()
+    dist.all_gather_object(per_rank, (node, host, local_expected(env, backend)))
     keys: list = []
-    for node_id, _, h, _ in per_rank:  # torchrun's GROUP_RANK when present, else the hostname
+    for node_id, h, _ in per_rank:  # torchrun's GROUP_RANK when present, else the hostname
         key = node_id if node_id >= 0 else h
         if key not in keys:
             keys.append(key)
     nodes = []
     for i, key in enumerate(keys):
-        ranks = tuple(r for r, (n, _, h, _) in enumerate(per_rank) if (n if n >= 0 else h) == key)
-        _, speed0, h0, if0 = per_rank[ranks[0]]
-        nodes.append(NodeInfo(index=i, host=h0, ranks=ranks, iface=if0 or None, link_mbit=speed0 or None))
+        ranks = tuple(r for r, (n, h, _) in enumerate(per_rank) if (n if n >= 0 else h) == key)
+        _, h0, exp = per_rank[ranks[0]]
+        mbit = round(exp.inter_gbps * 8000) if exp and exp.inter_gbps else None
+        nodes.append(NodeInfo(index=i, host=h0, ranks=ranks, iface=exp.iface if exp else None, link_mbit=mbit,
+                              expected=exp))
     return nodes
 
 

@@ -79,7 +79,7 @@ CODES: dict[str, Code] = _table(
     ("ND301", "wrong-results", "A collective returned wrong elements (like nccl-tests' #wrong)."),
     ("ND302", "slow-node-bandwidth", "A node's inter-node bandwidth is far below the median of its peers."),
     ("ND303", "slow-link-unpinned", "With two nodes the link is slow, but which end cannot be told."),
-    ("ND304", "below-link-rate", "A node's inter-node bandwidth is a small share of its link's line rate."),
+    ("ND304", "below-link-rate", "A node's inter-node bandwidth is a small share of what its links should deliver."),
     ("ND305", "above-link-rate", "A figure exceeds the link's line rate, so it is not that link's figure."),
     ("ND306", "sizes-too-small", "The largest size tested is too small to reach the bandwidth."),
     ("ND307", "too-few-iterations", "Too few timed iterations per size for a stable figure."),

@@ -29,6 +29,7 @@ from pathlib import Path
 from .errors import InputError
 
 STAGE_DIR_ENV = "NCCL_DOCTOR_STAGE_DIR"
+LOG_ENV = "NCCL_DOCTOR_WORKER_LOG"  # where the launcher keeps torchrun's and the workers' stderr
 NOTES_ENV = "NCCL_DOCTOR_LAUNCH_NOTES"
 DEFAULT_PORT = 29500
 
@@ -278,6 +279,7 @@ class LaunchOutcome:
     stages: tuple[StageRecord, ...]
     host: str
     cfg: LaunchConfig
+    log_path: str | None = None  # torchrun's and the workers' full stderr; kept only when something failed
 
     @property
     def worker_code(self) -> int | None:
@@ -317,13 +319,18 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
     stage_dir = Path(tempfile.mkdtemp(prefix="nccl-doctor-stages-"))
     base.update(cfg.extra_env)
     base[STAGE_DIR_ENV] = str(stage_dir)
+    fd, log_name = tempfile.mkstemp(prefix="nccl-doctor-launch-", suffix=".log")
+    os.close(fd)
+    base[LOG_ENV] = log_name
     base[NOTES_ENV] = json.dumps(list(cfg.notes))
     base.setdefault("OMP_NUM_THREADS", "1")
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         base.pop(var, None)
     argv = torchrun_argv(cfg, worker_argv, python=python, module=module)
     start = time.monotonic()
-    proc = subprocess.Popen(argv, env=base, start_new_session=True)
+    proc = subprocess.Popen(argv, env=base, start_new_session=True, stderr=subprocess.PIPE)
+    relay = threading.Thread(target=relay_stderr, args=(proc.stderr, sys.stderr, Path(log_name)), daemon=True)
+    relay.start()
     timed_out = False
     old = _on_sigterm_interrupt()  # srun/scancel send SIGTERM: the new session would outlive us
     try:
@@ -337,6 +344,15 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
+        relay.join(timeout=grace_s)
+    log_path: str | None = log_name
+    if rc == 0 and not timed_out:
+        Path(log_name).unlink(missing_ok=True)
+        log_path = None
+    else:
+        what = "hit the deadline" if timed_out else f"exited with code {rc}"
+        print(f"nccl-doctor: the local workers {what}; torchrun's and the workers' stderr: {log_name}",
+              file=sys.stderr, flush=True)
     try:
         stages = tuple(read_stages(stage_dir))
     finally:
@@ -344,7 +360,81 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
             p.unlink(missing_ok=True)
         stage_dir.rmdir()
     return LaunchOutcome(returncode=rc, timed_out=timed_out, elapsed_s=time.monotonic() - start,
-                         stages=stages, host=socket.gethostname(), cfg=cfg)
+                         stages=stages, host=socket.gethostname(), cfg=cfg, log_path=log_path)
+
+
+# torchrun's own noise: its glog-style log lines, and the ChildFailedError traceback and box it prints
+# when a worker exits non-zero. Our workers already said what failed; the launcher says where the log is.
+_ELASTIC_LINE = re.compile(rb"^\[?[IWEF]\d{4} [\d:. ]+\d+ .*torch/distributed/(elastic|run)")
+
+
+class StderrFilter:
+    """Line by line: True for lines to show. Holds a Python traceback back until its last line says
+    whose it is (torchrun's ChildFailedError is dropped with the box after it; any other is shown)."""
+
+    def __init__(self):
+        self.held: list[bytes] = []
+        self.box = 0  # "=====" lines still to swallow after a ChildFailedError
+
+    def feed(self, line: bytes) -> list[bytes]:
+        text = line.rstrip(b"\r\n")
+        if self.box:
+            if text.startswith(b"=" * 20):
+                self.box -= 1
+            return []
+        if self.held:
+            self.held.append(line)
+            if text[:1] in (b" ", b"\t") or not text:
+                return []
+            held, self.held = self.held, []
+            if b"ChildFailedError" in text:
+                self.box = 2
+                return []
+            return held
+        if text.startswith(b"Traceback (most recent call last):"):
+            self.held = [line]
+            return []
+        if _ELASTIC_LINE.match(text) or text.startswith(b"torch.distributed.elastic.multiprocessing.errors"):
+            return []
+        return [line]
+
+    def flush(self) -> list[bytes]:
+        held, self.held = self.held, []
+        return held
+
+
+def relay_stderr(src, dst, log: Path) -> None:
+    """Copy torchrun's stderr to ``log`` whole, and to ``dst`` without torchrun's own noise. Partial
+    lines (a progress bar redrawing with \\r) pass at once."""
+    filt = StderrFilter()
+    out = getattr(dst, "buffer", dst)
+    pending = b""
+    with open(log, "ab") as fh:
+        while True:
+            chunk = os.read(src.fileno(), 65536)
+            if not chunk:
+                break
+            fh.write(chunk)
+            fh.flush()
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            shown = [x for line in lines for x in filt.feed(line + b"\n")]
+            if pending and (b"\r" in pending or b"\x1b" in pending) and not filt.held and not filt.box:
+                shown.append(pending)
+                pending = b""
+            if shown:
+                try:
+                    out.write(b"".join(shown))
+                    out.flush()
+                except (OSError, ValueError):
+                    pass
+        shown = [x for line in ([pending] if pending else []) for x in filt.feed(line)] + filt.flush()
+        if shown:
+            try:
+                out.write(b"".join(shown))
+                out.flush()
+            except (OSError, ValueError):
+                pass
 
 
 def _on_sigterm_interrupt():

@@ -263,6 +263,7 @@ class LogParser:
         self._held_lineno = 0
         self._unidentified: Comm | None = None
         self._orphans: list[Comm] = []
+        self._noop: dict[str, bool] = {}  # INFO message -> "_info does nothing with it" (see _noop_message)
 
     # physical lines: hard wraps, CRs and the cheap "is this about NCCL at all" filter
     def feed(self, line: str) -> None:
@@ -275,35 +276,91 @@ class LogParser:
         self._physical(line)
 
     def feed_all(self, lines: Iterable[str]) -> None:
-        """``feed`` every line, skipping already-counted channel lines without a call or a regex.
+        """``feed`` every line, skipping lines that cannot change the result without a call or a regex.
 
-        This loop is the hot path of a 32,768-rank log: most lines repeat a connection already seen
-        on another channel (only the channel number differs), which one set lookup recognises.
+        This loop is the hot path of a 32,768-rank log, where ~75% of the lines are channel lines
+        that repeat a connection already counted (only the channel number differs) and ~10% are
+        INFO lines the diagnosis never reads (``_IGNORED_HEADS``). A line is skipped, and only
+        counted, when its prefix is a known process whose current membership already holds the
+        line's tail (`` : ...``), or when it is an ignored head of a known prefix. The common case, the
+        same prefix as the line before, costs one ``startswith``; any other line takes the careful
+        path (``_logical`` / ``feed``), after which the cached prefix state is refreshed, because
+        only the careful path changes a process's membership.
         """
-        cache, feed = self._prefix_cache, self.feed
+        cache, feed, logical = self._prefix_cache, self.feed, self._logical
+        ignored, noop = _IGNORED_HEADS, self._noop
+        lineno = self.lineno
         skipped = 0
+        head, hlen, seen = None, 0, None  # "<prefix> NCCL INFO " of the last line, its proc's seen tails
         for line in lines:
-            i = line.find(" NCCL INFO ")
-            if i > 0:
-                c = line[i + 11:i + 13]
+            lineno += 1
+            if head is not None and line.startswith(head):
+                c = line[hlen:hlen + 2]
                 if c == "Ch" or c == "Ri":
-                    proc = cache.get(line[:i])
-                    if proc is not None and proc.cur is not None:
-                        k = line.find(" : ", i)
-                        if k > 0 and line[k:] in proc.cur.seen:
-                            self.lineno += 1
+                    if seen is not None:
+                        k = line.find(" : ", hlen)
+                        if k > 0 and line[k:] in seen:
                             skipped += 1
                             continue
-                elif c in _IGNORED_HEADS and line.find(" NCCL ", i + 11) < 0 and line[:i] in cache:
-                    self.lineno += 1
+                elif c in ignored and line.find(" NCCL ", hlen) < 0:
                     skipped += 1
                     continue
-                if self._held is None and len(line) < 160 and "\r" not in line:
-                    self.lineno += 1  # an ordinary INFO line: straight to its handler
-                    self._logical(line)
-                    continue
-            feed(line)
+                elif (c == "Co" or c[:1].isdigit()) and self._held is None and len(line) < 160:
+                    msg = line[hlen:]
+                    q = noop.get(msg)
+                    if q is None:
+                        q = self._noop_message(msg)
+                    if q:
+                        skipped += 1
+                        continue
+                i = hlen - 11
+            else:
+                i = line.find(" NCCL INFO ")
+                if i > 0:
+                    c = line[i + 11:i + 13]
+                    if c == "Ch" or c == "Ri":
+                        proc = cache.get(line[:i])
+                        if proc is not None and proc.cur is not None:
+                            k = line.find(" : ", i)
+                            if k > 0 and line[k:] in proc.cur.seen:
+                                skipped += 1
+                                continue
+                    elif c in ignored and line.find(" NCCL ", i + 11) < 0 and line[:i] in cache:
+                        skipped += 1
+                        continue
+            if i > 0 and self._held is None and len(line) < 160 and "\r" not in line:
+                self.lineno = lineno  # an ordinary INFO line: straight to its handler
+                logical(line)
+            else:
+                self.lineno = lineno - 1
+                feed(line)
+                lineno = self.lineno
+            head = None
+            if i > 0:
+                prefix = line[:i]
+                if prefix in cache:
+                    proc = cache[prefix]
+                    head, hlen = line[:i + 11], i + 11
+                    seen = proc.cur.seen if proc is not None and proc.cur is not None else None
+        self.lineno = lineno
         self.result.nccl_lines += skipped
+
+    def _noop_message(self, msg: str) -> bool:
+        """True for a frequent INFO message that ``_info`` ignores whatever process printed it.
+
+        ``Connected all rings`` without ``GDR`` and ``N coll channels, ... 0 nvls channels``: one
+        each per rank and communicator (~10% of a large log). Memoised per distinct text, which
+        repeats across ranks, so ``feed_all`` skips them with one dict lookup.
+        """
+        noop = "NCCL" not in msg and "\r" not in msg and len(msg) < 120 and (
+            (msg.startswith("Connected all ") and "GDR" not in msg)
+            or (msg[:1].isdigit() and " -> " not in msg and "nvls channels" in msg
+                and not any(int(n) for n in _NVLS_CHANNELS_RE.findall(msg)))
+        )
+        if len(self._noop) >= 4096:
+            self._noop.clear()
+        self._noop[msg] = noop
+        return noop
 
     def _physical(self, line: str) -> None:
         if "NCCL" in line or "nccl" in line:
@@ -352,7 +409,7 @@ class LogParser:
         for m in _MARK_RE.finditer(line):
             start, host = m.start(), m.group("host")
             if host and host not in self.result.hosts:  # "...via P2P/IPCzeta:1:2 [0] NCCL INFO"
-                known = next((h for h in self.result.hosts if host.endswith(h)), None)
+                known = self._known_suffix(host)
                 if known:
                     start += len(host) - len(known)
             starts.append(start)
@@ -363,6 +420,19 @@ class LogParser:
             self._logical(line[a:b].rstrip())
         return True
 
+    def _known_suffix(self, host: str) -> str | None:
+        """The first known host (in order of appearance) that ends ``host``, itself excluded.
+
+        Looks up each suffix of the name instead of scanning every known host: a new host per node
+        would otherwise make a 4,096-node log quadratic (8 million ``endswith`` calls).
+        """
+        hosts = self.result.hosts
+        found = [host[j:] for j in range(1, len(host)) if host[j:] in hosts]
+        if len(found) <= 1:
+            return found[0] if found else None
+        order = {h: n for n, h in enumerate(hosts)}  # rare: several known names end this one
+        return min(found, key=order.__getitem__)
+
     def _proc_for_prefix(self, prefix: str) -> Proc | None:
         r = self.result
         text = clean(prefix) if ("[" in prefix or "\x1b" in prefix) else prefix
@@ -372,7 +442,7 @@ class LogParser:
             host = m.group("host")
             if host not in r.hosts and len(r.hosts) < 10000:
                 # a spliced line glues the tail of one record to the next host name
-                known = next((h for h in r.hosts if host.endswith(h) and host != h), None)
+                known = self._known_suffix(host)
                 host = known or host
             pid, dev = int(m.group("pid")), int(m.group("dev"))
             proc = r.procs.get((host, pid))
@@ -869,7 +939,8 @@ def parse_paths(paths: list[str]) -> ParseResult:
         stats = ReadStats()
         p.file, p.lineno = source.name, 0
         try:
-            p.feed_all(loglines.read_lines(source, stats))
+            for block in loglines.read_blocks(source, stats):
+                p.feed_all(block)
         except InputError:
             raise
         except OSError as exc:

@@ -84,13 +84,17 @@ def run(args: argparse.Namespace) -> Report | int:
         return run_worker(args, os.environ)
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's socket warnings would bury the report
     plan = node_plan(args, os.environ)
-    outcome = Launcher(args, plan, os.environ).run()
+    launcher = Launcher(args, plan, os.environ)
+    outcome = launcher.run()
     if outcome.report is None:  # another node holds the full report; say the verdict in one line
         print(f"{PREFIX} ({plan.host}): {outcome.verdict.upper()}: {outcome.summary}", flush=True)
         return outcome.code
     from .cli import emit
 
-    code = emit(outcome.report, args)
+    try:
+        code = emit(outcome.report, args)
+    finally:  # only now: a follower that exits first may get the whole step killed (srun --kill-on-bad-exit)
+        launcher.publish(outcome)
     return outcome.code if outcome.code == 2 else code
 
 
@@ -582,15 +586,20 @@ class Launcher:
                               if report.verdict is not Severity.FAIL else
                               f"stopped in stage {stage}" + (f"; look at {', '.join(fails)}" if fails else ""))
         code = exit_code(report, strict=self.args.strict)
+        return Outcome(code=code, verdict=report.verdict.value, summary=report.summary, report=report)
+
+    def publish(self, outcome: Outcome) -> None:
+        """Node 0: tell every node the verdict, and wait (briefly) until they have read it."""
+        if not self.plan.is_head or self.store is None:
+            return
         try:
-            self.store.set("verdict", json.dumps({"code": code, "verdict": report.verdict.value,
-                                                   "summary": report.summary}))
-            end = min(time.monotonic() + 5, self.deadline + 10)
+            self.store.set("verdict", json.dumps({"code": outcome.code, "verdict": outcome.verdict,
+                                                   "summary": outcome.summary}))
+            end = time.monotonic() + 5
             while time.monotonic() < end and self.store.add("acks", 0) < self._alive_followers():
                 time.sleep(0.1)
         except Exception:  # noqa: BLE001 - followers fall back to their own report
             pass
-        return Outcome(code=code, verdict=report.verdict.value, summary=report.summary, report=report)
 
     def _alive_followers(self) -> int:
         return self.plan.nnodes - 1 - len(self.absent - {0})

@@ -152,3 +152,8 @@ def test_hung_rank_is_named_with_its_stage():
     assert doc["stage"] == "reduce_scatter world 64 KiB" and doc["missing_ranks"] == [1]
     (f,) = doc["findings"]
     assert f["code"] == "ND310" and "rank 1" in f["message"]
+    # one line from the launcher instead of torchrun's ChildFailedError dump, which stays in the log
+    assert "ChildFailedError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    log = doc["worker_log"]
+    assert f"stderr: {log}" in proc.stderr and "ChildFailedError" in open(log).read()
+    os.unlink(log)

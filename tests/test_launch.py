@@ -1,6 +1,7 @@
 """Launcher glue: Slurm env, GPU count, the cross-host workarounds, stage files, the deadline."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -123,3 +124,30 @@ def test_deadline_kills_the_group_and_names_rendezvous():
     assert doc["stage"] == "rendezvous" and doc["timed_out"] is True
     (f,) = doc["findings"]
     assert f["code"] == "ND309" and "no worker started" in f["message"] and "waiting for 2 node(s)" in f["message"]
+    os.unlink(doc["worker_log"])  # kept for the user after a failure
+
+
+def test_stderr_filter_drops_torchrun_dump_and_keeps_worker_lines():
+    dump = b"""nccl-doctor bench: [1/3] all_gather world 64 KiB: busbw 0.057 GB/s
+W1130 10:18:48.603000 19427 .venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 19433 closing signal SIGTERM
+Traceback (most recent call last):
+  File "/x/torch/distributed/run.py", line 1032, in <module>
+    main()
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+============================================================
+nccl_doctor FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+============================================================
+Traceback (most recent call last):
+  File "worker.py", line 1, in <module>
+ValueError: a worker's own crash stays visible
+after the dump
+"""
+    f = L.StderrFilter()
+    shown = b"".join(x for line in dump.splitlines(keepends=True) for x in f.feed(line)) + b"".join(f.flush())
+    text = shown.decode()
+    assert "ChildFailedError" not in text and "FAILED" not in text and "SIGTERM" not in text and "====" not in text
+    assert text.startswith("nccl-doctor bench: [1/3]") and "ValueError: a worker's own crash stays visible" in text
+    assert text.rstrip().endswith("after the dump") and text.count("Traceback") == 1

@@ -1,0 +1,124 @@
+"""What a node's links should deliver, from the probe: the yardstick for bench's "% of expected".
+
+A pure function of a ``NodeProbe`` (``probe.probe_node``, ~30 ms) and the backend: no torch, no I/O.
+Inter-node: NCCL on its IB/RoCE ports (sum of their active rates), else the socket interfaces the
+backend binds (sum of their sysfs speeds). Intra-node (GPUs only): NCCL's effective NVLink or PCIe
+figure for the GPU model, an estimate from a table (nccl-facts.md section E). All in GB/s per direction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .busbw import link_gbps
+
+# PCI device id -> (model, busbw NCCL reaches inside one node in GB/s, how). NVLink: links x NCCL's
+# per-link constant (graph/topo.h); PCIe: NCCL's effective x16 figure. Estimates, not measurements.
+GPU_INTRA = {
+    "0x1db1": ("V100 SXM2", 120.0, "NVLink 2: 6 links x 20 GB/s"),
+    "0x1db5": ("V100 SXM2", 120.0, "NVLink 2: 6 links x 20 GB/s"),
+    "0x1db4": ("V100 PCIe", 12.0, "PCIe Gen3 x16"),
+    "0x20b0": ("A100 SXM4", 240.0, "NVLink 3: 12 links x 20 GB/s"),
+    "0x20b2": ("A100 SXM4", 240.0, "NVLink 3: 12 links x 20 GB/s"),
+    "0x20f3": ("A800 SXM4", 160.0, "NVLink 3 (A800: 8 links x 20 GB/s)"),
+    "0x20f1": ("A100 PCIe", 24.0, "PCIe Gen4 x16"),
+    "0x20b5": ("A100 PCIe", 24.0, "PCIe Gen4 x16"),
+    "0x2330": ("H100 SXM5", 370.0, "NVLink 4: 18 links x 20.6 GB/s"),
+    "0x2324": ("H800 SXM5", 370.0, "NVLink 4: 18 links x 20.6 GB/s"),
+    "0x2335": ("H200 SXM", 370.0, "NVLink 4: 18 links x 20.6 GB/s"),
+    "0x2331": ("H100 PCIe", 48.0, "PCIe Gen5 x16"),
+    "0x2901": ("B200", 722.0, "NVLink 5: 18 links x 40.1 GB/s"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expected:
+    """One node's yardsticks; None where nothing can be said (no link speed, no GPUs, unknown GPU)."""
+
+    inter_gbps: float | None  # all the node's inter-node links the backend uses, together
+    per_rank_gbps: float | None  # what one rank pair can reach (one NIC for NCCL/IB: GPU -> nearest NIC)
+    inter_basis: str  # how: "8 x 400 Gb/s RDMA ports (NCCL IB: mlx5_0:1, ...)", "eth1 10000 Mb/s (Gloo)"
+    ifaces: tuple[str, ...] = ()  # netdevs or RDMA ports behind inter_gbps
+    iface: str | None = None  # the first netdev behind them, for `ethtool`/`tc` fixes
+    intra_gbps: float | None = None
+    intra_basis: str | None = None  # always an estimate: says so
+
+
+def expected_bandwidth(node, backend: str, *, route_iface: str | None = None) -> Expected:
+    """``node``: a ``probe.NodeProbe``. ``route_iface``: the interface routing to the rendezvous host,
+    Gloo's fallback when GLOO_SOCKET_IFNAME is unset (as the launcher would set it)."""
+    inter = _nccl_rdma(node) if backend == "nccl" else None
+    if inter is None:
+        inter = _socket(node, backend, route_iface)
+    intra, intra_basis = _intra(node)
+    return Expected(inter_gbps=inter[0], per_rank_gbps=inter[1], inter_basis=inter[2], ifaces=inter[3],
+                    iface=_netdev(node, inter[3][0]) if inter[3] else None, intra_gbps=intra, intra_basis=intra_basis)
+
+
+def _netdev(node, name: str) -> str:
+    """A netdev name for an RDMA port ("mlx5_0:1" -> "ib0"); netdev names pass through."""
+    dev, _, port = name.partition(":")
+    for d in node.facts.rdma_devices:
+        for p in d.ports:
+            if d.name == dev and str(p.port) == port and (p.netdevs or d.netdevs):
+                return (p.netdevs or d.netdevs)[0]
+    return name
+
+
+def _nccl_rdma(node):
+    """NCCL's IB transport: the ports it opens (NCCL_IB_HCA applied), or EFA through the OFI plugin."""
+    rates = {f"{d.name}:{p.port}": p.rate_gbps for d in node.facts.rdma_devices for p in d.ports}
+    if node.nccl_ib.disabled_by:
+        return None
+    ports = [p for p in node.nccl_ib.ports if rates.get(p)]
+    how = "NCCL IB"
+    if not ports:  # EFA ports (link layer Unknown) are NCCL's through aws-ofi-nccl, not its IB transport
+        ports = [f"{d.name}:{p.port}" for d in node.facts.rdma_devices if d.is_efa for p in d.ports
+                 if p.active and p.rate_gbps]
+        how = "EFA via aws-ofi-nccl"
+    if not ports:
+        return None
+    total = sum(rates[p] for p in ports) / 8
+    one = max(rates[p] for p in ports) / 8
+    shown = ", ".join(ports[:4]) + (", ..." if len(ports) > 4 else "")
+    each = sorted({rates[p] for p in ports})
+    rate_text = "/".join(f"{r:g}" for r in each)
+    return (total, one, f"{len(ports)} x {rate_text} Gb/s RDMA port(s) ({how}: {shown}); one rank pair uses one",
+            tuple(ports))
+
+
+def _socket(node, backend: str, route_iface: str | None):
+    """The socket interfaces the backend binds: NCCL's choice (NCCL_SOCKET_IFNAME rules), or Gloo's
+    (GLOO_SOCKET_IFNAME, else the route to the rendezvous host, else the hostname's interface)."""
+    if backend == "nccl":
+        names, how = list(node.nccl_socket.ifaces), f"NCCL sockets, {node.nccl_socket.rule}"
+        if node.nccl_ib.disabled_by:
+            how += f"; IB off by {node.nccl_ib.disabled_by}"
+    elif node.gloo.rule == "GLOO_SOCKET_IFNAME" or not route_iface:
+        names, how = [n for n in node.gloo.ifaces if n not in node.gloo.missing], f"Gloo, {node.gloo.rule}"
+    else:
+        names, how = [route_iface], "Gloo, the interface routing to the rendezvous host"
+    ifaces = [node.facts.iface(n) for n in names]
+    real = [i for i in ifaces if i is not None and i.kind != "loopback" and i.name != "lo"]
+    speeds = [i.speed_mbps for i in real if i.speed_mbps and i.speed_mbps > 0]
+    if not real or len(speeds) != len(real):
+        missing = [i.name for i in real if not (i.speed_mbps and i.speed_mbps > 0)]
+        why = (f"no speed in sysfs for {', '.join(missing)}" if missing
+               else "no inter-node interface (" + (", ".join(names) or "none") + ")")
+        return None, None, f"{why} ({how})", tuple(names)
+    total = link_gbps(sum(speeds))
+    text = " + ".join(f"{i.name} {i.speed_mbps} Mb/s" for i in real)
+    return total, total, f"{text} ({how})", tuple(i.name for i in real)
+
+
+def _intra(node) -> tuple[float | None, str | None]:
+    gpus = node.facts.gpus
+    if not gpus:
+        return None, None
+    known = [GPU_INTRA.get((g.pci.device or "").lower()) for g in gpus]
+    if any(k is None for k in known):
+        ids = sorted({g.pci.device or "?" for g, k in zip(gpus, known) if k is None})
+        return None, f"GPU model {', '.join(ids)} not in the table: no intra-node estimate"
+    slowest = min(known, key=lambda k: k[1])
+    return slowest[1], f"estimate for {len(gpus)} x {slowest[0]}: {slowest[2]} (NCCL's effective figure, " \
+                       "nccl-facts.md section E)"

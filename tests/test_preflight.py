@@ -1,0 +1,83 @@
+"""``nccl-doctor preflight`` on one machine (self-launches 2 Gloo ranks), plus its plain functions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nccl_doctor.errors import InputError
+from nccl_doctor.preflight import finding_from_dict, node_plan
+from nccl_doctor.report import Finding, Severity, Where
+
+
+def _args(**kw):
+    base = dict(nproc_per_node=None, cpu=True, port=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+@pytest.mark.timeout(120)
+def test_single_machine_preflight_passes_with_json(tmp_path, venv_env):
+    out = tmp_path / "pf.json"
+    junit = tmp_path / "pf.xml"
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "preflight", "--fsdp-smoke", "--timeout", "90",
+                           "--json-out", str(out), "--junit-out", str(junit)],
+                          env=venv_env, capture_output=True, text=True, timeout=110, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["command"] == "preflight" and doc["verdict"] in ("pass", "warn")
+    assert doc["nnodes"] == 1 and doc["nproc_per_node"] == 2
+    assert doc["backend"] == "gloo"
+    codes = {(f["code"], f["severity"]) for f in doc["findings"]}
+    assert ("ND300", "pass") in codes  # the bench ran and verified its data
+    assert ("ND410", "pass") in codes  # FSDP2 + DCP round trip
+    assert ("ND001", "pass") in codes  # the NCCL-log step says it was skipped, and why
+    assert doc["bench"]["results"] and all(r["wrong"] == 0 for r in doc["bench"]["results"])
+    assert set(doc["timings_s"]) >= {"probe", "rendezvous", "bench", "total"}
+    assert "<testsuites" in junit.read_text()
+    assert "nccl-doctor preflight: " in proc.stdout
+    assert sorted(tmp_path.iterdir()) == sorted([out, junit])  # nothing else left in the working dir
+
+
+def test_bad_deadline_is_one_line_exit_2(venv_env):
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "preflight", "--timeout", "0"], env=venv_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "nccl-doctor preflight: error: --timeout must be > 0 (got 0.0)"
+
+
+def test_plan_outside_slurm_is_one_node_two_ranks():
+    plan = node_plan(_args(), {"PATH": "/bin"})
+    assert (plan.nnodes, plan.node_rank, plan.nproc, plan.head) == (1, 0, 2, "127.0.0.1")
+
+
+def test_plan_under_srun_comes_from_slurm_env():
+    env = {"SLURM_JOB_ID": "1234", "SLURM_JOB_NODELIST": "gpu[01-03]", "SLURM_NNODES": "3", "SLURM_STEP_ID": "0",
+           "SLURM_NODEID": "2", "SLURM_STEP_NUM_NODES": "3", "SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_NODELIST": "gpu[01-03]"}
+    plan = node_plan(_args(), env)
+    assert plan.hosts == ("gpu01", "gpu02", "gpu03") and plan.head == "gpu01"
+    assert (plan.nnodes, plan.node_rank, plan.port) == (3, 2, 29500 + 234)
+    assert not plan.is_head
+
+
+def test_plan_in_batch_script_without_srun_says_how():
+    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2", "SLURM_NODEID": "0"}
+    with pytest.raises(InputError, match=r"srun --ntasks-per-node=1 nccl-doctor preflight"):
+        node_plan(_args(), env)
+
+
+def test_plan_rejects_several_tasks_per_node():
+    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2", "SLURM_NODEID": "0",
+           "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "8"}
+    with pytest.raises(InputError, match="4 tasks per node"):
+        node_plan(_args(), env)
+
+
+def test_findings_survive_the_trip_through_the_store():
+    f = Finding(code="ND408", severity=Severity.FAIL, message="m", fix="x", where=Where(host="n2", iface="eth1"),
+                evidence=("a", "b"))
+    assert finding_from_dict(json.loads(json.dumps(f.as_dict()))) == f

@@ -1,0 +1,108 @@
+"""``examples/preflight.sbatch`` on a real Slurm cluster in namespaces, submitted with ``sbatch --wait``.
+
+One cluster per test (2-3 nodes, about 1 s to start); never more than one at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import slurm
+
+ROOT = Path(__file__).resolve().parent.parent
+SBATCH = ROOT / "examples" / "preflight.sbatch"
+DEADLINE = 90  # PREFLIGHT_TIMEOUT: the job must end (and say why) well within it
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(autouse=True)
+def _needs_slurm():
+    reason = slurm.can_run_slurm()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def job_env():
+    """The submitter's environment, as a user's: the venv on PATH, interfaces named as in a real job."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    env.update(PYTHONWARNINGS="ignore", PREFLIGHT_TIMEOUT=str(DEADLINE), NCCL_SOCKET_IFNAME="=eth1",
+               GLOO_SOCKET_IFNAME="eth1")
+    return env
+
+
+def _report(sc: slurm.SlurmCluster) -> dict:
+    [path] = sc.dir.glob("preflight-*.json")
+    return json.loads(path.read_text())
+
+
+def _fails(doc: dict) -> list[dict]:
+    return [f for f in doc["findings"] if f["severity"] == "fail"]
+
+
+def test_healthy_two_nodes_pass(job_env):
+    with slurm.SlurmCluster(2) as sc:
+        rc, out = sc.submit(SBATCH, env=job_env, timeout=DEADLINE + 30)
+        assert rc == 0, out
+        doc = _report(sc)
+    assert doc["verdict"] != "fail" and _fails(doc) == [], out
+    # in namespaces every NIC is a veth: the probe's warning about that is the only acceptable one
+    assert {f["code"] for f in doc["findings"] if f["severity"] == "warn"} <= {"ND206"}, out
+    assert doc["nnodes"] == 2 and doc["hosts"] == ["n1", "n2"]
+    assert {(f["code"], f["severity"]) for f in doc["findings"]} >= {("ND408", "pass"), ("ND401", "pass")}
+    assert "NCCL log check skipped" in out  # CPU only: Gloo ran, and the report says why NCCL logs are absent
+    assert "fit for multi-node training" in out
+    assert sc.leftovers() == []
+
+
+def test_three_nodes_one_throttled_fails_naming_it(job_env):
+    with slurm.SlurmCluster(3) as sc:
+        sc.throttle(sc.nodes[1], "100mbit")
+        rc, out = sc.submit(SBATCH, env=job_env, timeout=DEADLINE + 30)
+        doc = _report(sc)
+    assert rc == 1, out
+    slow = [f for f in _fails(doc) if f["code"] == "ND408"]
+    assert [f["where"]["host"] for f in slow] == ["n2"], out
+    assert doc["localisation"]["bad_nodes"] == ["n2"]
+    assert "drain n2" in slow[0]["fix"]
+
+
+def test_missing_socket_ifname_fails_in_seconds_with_the_fix(job_env):
+    job_env["NCCL_SOCKET_IFNAME"] = "missing"
+    with slurm.SlurmCluster(2) as sc:
+        t0 = time.monotonic()
+        rc, out = sc.submit(SBATCH, env=job_env, timeout=60)
+        seconds = time.monotonic() - t0
+        doc = _report(sc)
+    assert rc == 1, out
+    assert seconds < 30, f"took {seconds:.1f} s"
+    [first] = [f for f in _fails(doc) if f["where"].get("host") == "n1"]
+    assert "NCCL_SOCKET_IFNAME=missing" in first["message"]
+    assert first["fix"] == "export NCCL_SOCKET_IFNAME==eth1"
+    assert "no rank was started" in out  # failed before any worker started
+    assert doc["timings_s"]["total"] < 15
+
+
+def test_node_killed_mid_run_fails_fast_naming_it(job_env):
+    with slurm.SlurmCluster(3) as sc:
+        job = sc.sbatch(SBATCH, env=job_env, time_limit_s=DEADLINE + 60)
+        t0 = time.monotonic()
+        while "bench:" not in (job.out_path.read_text() if job.out_path.exists() else ""):
+            assert time.monotonic() - t0 < 60, "preflight never reached the bench"
+            time.sleep(0.2)
+        sc.kill_node(sc.nodes[1])
+        killed = time.monotonic()
+        job.wait(DEADLINE + 30)
+        doc = _report(sc)
+    assert job.rc not in (0, 124), job.output
+    lost = [f for f in _fails(doc) if f["code"] == "ND407"]
+    assert lost and lost[0]["where"]["host"] == "n2", job.output
+    assert doc["timings_s"]["total"] < DEADLINE / 2  # the survivors stopped on their own, long before the deadline
+    assert time.monotonic() - killed < DEADLINE
