@@ -43,6 +43,7 @@ PREFIX = "nccl-doctor preflight"
 WORKER_ENV = "NCCL_DOCTOR_PREFLIGHT_WORKER"
 HEARTBEAT_S = 1.0
 HEARTBEAT_LOST_S = 6.0  # no heartbeat for this long: the node is gone
+STAGE_POLL_S = 1.0
 PAIR_SIZE = {"cpu": 4 << 20, "cuda": 256 << 20}
 PAIR_ITERS = 3
 BENCH_SIZES = {"cpu": (1 << 20, 4 << 20), "cuda": (64 << 20, 256 << 20)}
@@ -440,15 +441,19 @@ class Launcher:
         world = self.plan.nnodes * self.plan.nproc
         states = [RankState() for _ in range(world)]
         beats = {i: (-1, time.monotonic()) for i in range(self.plan.nnodes)}
-        t_run = time.monotonic()
+        t_run = last_stages = time.monotonic()
         while True:
             now = time.monotonic()
             result = self._get("result")
             if result is not None:
                 self.mark("run", t_run)
                 return self._finish(report, json.loads(result))
-            errors = {r: json.loads(v) for r in range(world) if (v := self._get(f"error/{r}")) is not None}
-            self._update_stages(states)
+            errors = {}
+            if self.store.add("errors", 0):
+                errors = {r: json.loads(v) for r in range(world) if (v := self._get(f"error/{r}")) is not None}
+            if now - last_stages > STAGE_POLL_S:  # 2 store ops per rank: not every tick at 1,000 nodes
+                self._update_stages(states)
+                last_stages = now
             lost = self._lost_nodes(beats)
             local_dead = [i for i, p in enumerate(self.procs) if p.poll() not in (None, 0)]
             if errors or lost or local_dead:

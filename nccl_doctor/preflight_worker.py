@@ -53,6 +53,7 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except Exception as exc:  # noqa: BLE001 - every failure is reported with its stage, never raised
         try:
             store.set(f"error/{rank}", json.dumps({"stage": stage.current, "error": f"{type(exc).__name__}: {exc}"}))
+            store.add("errors", 1)  # node 0 polls this one counter, not every rank's key
         except Exception:  # noqa: BLE001 - the store is gone with node 0: the launchers see it
             pass
         code = 1

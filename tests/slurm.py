@@ -210,7 +210,8 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         mdir = self.munge_socket.parent
         mdir.mkdir()
         shutil.chown(mdir, "munge", "munge")
-        argv = ["setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", _which("munged"), "--foreground", "--force",
+        argv = ["setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", _which("munged"),
+                "--foreground", "--force",
                 f"--socket={self.munge_socket}", f"--pid-file={mdir}/munged.pid",
                 f"--log-file={mdir}/munged.log", f"--seed-file={mdir}/munged.seed"]
         self._spawn("munged", argv)
