@@ -194,7 +194,7 @@ def check_socket(node: NodeProbe) -> list[Finding]:
             out.append(_f("ND201", WARN, node, f"NCCL will use management interface {b.name} ({_fmt_speed(b)}) for "
                           f"{use} ({sc.rule}) while data interfaces exist ({', '.join(i.name for i in data[:4])})",
                           fix_if, iface=b.name))
-        if b.kind in ("virtual", "loopback"):
+        if b.kind in ("virtual", "loopback") and b.role != "data":  # a container's veth uplink is fine
             what = b.virtual_kind or b.kind
             out.append(_f("ND206", WARN, node, f"NCCL will use {b.name}, a {what} interface, for bootstrap ({sc.rule}); "
                           "other nodes usually cannot reach it", fix_if, iface=b.name))
@@ -222,9 +222,12 @@ def check_rdma(node: NodeProbe) -> list[Finding]:
     facts, ib = node.facts, node.nccl_ib
     devs = facts.rdma_devices
     if not devs:
-        if any(i.role == "data" for i in facts.interfaces):
+        if any(i.role == "data" for i in facts.interfaces) and facts.gpus:
             out.append(_f("ND226", WARN, node, "no RDMA device (InfiniBand/RoCE/EFA): inter-node NCCL traffic will "
                           "use TCP sockets (NET/Socket)", "run multi-node training on nodes with an RDMA fabric"))
+        elif any(i.role == "data" for i in facts.interfaces):  # a CPU node: only Gloo runs here, over TCP anyway
+            out.append(_f("ND226", PASS, node, "no RDMA device and no NVIDIA GPU: NCCL does not run on this node; "
+                          "collectives use Gloo over TCP"))
         return out
     if ib.usable and ib.disabled_by:
         var = ib.disabled_by.split("=")[0]

@@ -711,6 +711,7 @@ def classify(facts: NodeFacts) -> None:
             for s in i.bond.slaves:
                 if s in by_name and by_name[s].kind == "ethernet":
                     by_name[s].kind = "roce"
+    _container_uplinks(facts)
     fabric = [i for i in facts.interfaces if i.role == "data" and i.rdma]
     for i in facts.interfaces:
         if i.kind not in ("ethernet", "bond") or i.rdma:
@@ -726,6 +727,20 @@ def classify(facts: NodeFacts) -> None:
         if i.master and i.master in by_name and by_name[i.master].kind == "bond" and i.kind == "ethernet":
             if by_name[i.master].role == "management":
                 i.kind, i.role = "management", "management"
+
+
+def _container_uplinks(facts: NodeFacts) -> None:
+    """Inside a container or network namespace the node's own uplink is a veth (a pod's ``eth0``).
+    With no physical data interface, the veths that carry the default route (or, with no default route,
+    every veth with a global address outside a bridge) are that uplink: role ``data``, kind still
+    ``virtual``. Bridges (docker0, cni0) and bridge ports stay virtual."""
+    if any(i.role == "data" for i in facts.interfaces):
+        return
+    veths = [i for i in facts.interfaces if i.virtual_kind in ("veth", "virtual-ethernet") and not i.master
+             and i.running and any(a.scope == "global" for a in i.addresses)]
+    routed = [i for i in veths if i.default_route]
+    for i in routed or veths:
+        i.role = "data"
 
 
 def _slaves(i: Interface) -> list[str]:

@@ -197,3 +197,28 @@ def test_probe_node_is_fast(roots):
     t = time.perf_counter()
     probe_report(probe_node(roots["dgx_h100"], {}))
     assert time.perf_counter() - t < 0.5
+
+
+def test_container_veth_uplink_is_data_not_virtual_bootstrap(tmp_path):
+    """A pod's eth0 is a veth with the default route: NCCL bootstrapping on it is right, not ND206.
+    A docker bridge in the same container stays virtual, and choosing it is still ND206."""
+    spec = {"net": [{"name": "eth0", "kind": "veth", "speed": 10000, "addrs": ["198.18.0.1/24"]},
+                    {"name": "docker0", "kind": "bridge", "addrs": ["198.18.200.1/24"]}],
+            "default": ("eth0", "198.18.0.254")}
+    root = b.build(spec, tmp_path)
+    node = probe_node(root, {})
+    roles = {i.name: (i.kind, i.role) for i in node.facts.interfaces}
+    assert roles["eth0"] == ("virtual", "data") and roles["docker0"][1] == "virtual"
+    assert node.nccl_socket.bootstrap == "eth0"
+    assert "ND206" not in codes(root)
+    assert "ND206" in codes(root, {"NCCL_SOCKET_IFNAME": "=docker0"}, "warn")
+
+
+def test_no_rdma_warns_only_where_gpus_make_nccl_matter(roots, tmp_path):
+    cpu_only = {f.code: f.severity.value for f in check(probe_node(roots["cloud_vm"], {}))}
+    assert cpu_only["ND226"] == "pass"
+    spec = b.cloud_vm()
+    spec["pci"] = {**spec.get("pci", {}), "0000:00:1e.0": {"at": "pci0000:00", "vendor": "0x10de", "device": "0x2330",
+                                                          "class": "0x030200", "numa": 0}}
+    with_gpu = {f.code: f.severity.value for f in check(probe_node(b.build(spec, tmp_path), {}))}
+    assert with_gpu["ND226"] == "warn"
