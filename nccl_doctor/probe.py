@@ -538,7 +538,9 @@ def interface_table(node: NodeProbe) -> Table:
     for i in node.facts.interfaces:
         chosen = ("bootstrap" if i.name == node.nccl_socket.bootstrap else
                   "socket" if i.name in node.nccl_socket.ifaces else "")
-        rows.append((i.name, i.kind + (f" ({i.virtual_kind})" if i.virtual_kind and i.kind == "virtual" else ""),
+        detail = ", ".join(x for x in ((i.virtual_kind if i.kind == "virtual" else None),
+                                       ("uplink" if i.kind == "virtual" and i.role == "data" else None)) if x)
+        rows.append((i.name, i.kind + (f" ({detail})" if detail else ""),
                      i.operstate, _fmt_speed(i) if _speed(i) else "-", str(i.mtu or "-"),
                      " ".join(str(a) for a in i.addresses if a.scope != "link") or "-", _rdma_cell(i) or "-",
                      "-" if i.numa_node is None else str(i.numa_node), chosen))
