@@ -138,6 +138,8 @@ def compare(nodes: list[Mapping[str, str]]) -> list[Finding]:
     return findings
 
 
-def _hosts(hosts: list[str], limit: int = 8) -> str:
-    shown = ", ".join(hosts[:limit])
-    return shown + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")
+def _hosts(hosts: list[str]) -> str:
+    """Slurm's compact form (``n[001-512,514]``): a 1,024-node split stays one readable line."""
+    import hostlist
+
+    return hostlist.collect_hostlist(hosts)

@@ -26,7 +26,7 @@ def test_version_difference_names_both_sides_odd_one_as_where():
     nodes = [_node("n1"), _node("n2", **{"version.nccl": "2.18.1"}), _node("n3")]
     [f] = compare(nodes)
     assert f.code == "ND401" and f.severity is Severity.FAIL
-    assert f.message == "version nccl differs across nodes: 2.21.5 on n1, n3; 2.18.1 on n2"
+    assert f.message == "version nccl differs across nodes: 2.21.5 on n[1,3]; 2.18.1 on n2"
     assert f.where.host == "n2"
 
 
@@ -35,7 +35,7 @@ def test_env_unset_on_one_node_and_nic_rate_differ():
     del nodes[1]["env.NCCL_SOCKET_IFNAME"]
     found = {f.code: f for f in compare(nodes)}
     assert set(found) == {"ND402", "ND403"}
-    assert found["ND402"].message.endswith("ib0 on a, c; (unset) on b")
+    assert found["ND402"].message.endswith("ib0 on a,c; (unset) on b")
     assert found["ND402"].severity is Severity.WARN
     assert found["ND403"].where.host == "c" and found["ND403"].where.iface == "ib0"
 
@@ -57,3 +57,12 @@ def test_node_facts_reads_this_machine(monkeypatch):
     assert "env.NCCL_DEBUG_FILE" not in facts  # per-node by design
     assert facts["version.torch"].startswith("2.")
     assert not any(k.startswith("nic.lo") for k in facts)
+
+
+def test_many_odd_nodes_are_named_in_slurm_hostlist_form():
+    nodes = [{"host": f"n{i:03d}", "version.torch": "2.13.0"} for i in range(1, 301)]
+    for i in (7, 8, 9, 200):
+        nodes[i - 1]["version.torch"] = "2.12.0"
+    (f,) = compare(nodes)
+    assert f.where.host == "n[007-009,200]"
+    assert "2.13.0 on n[001-006,010-199,201-300]" in f.message
