@@ -240,6 +240,17 @@ _WARN_RULES: list[tuple[str, re.Pattern]] = [
 _ERROR_CATEGORIES = {c for c, _ in _WARN_RULES}
 
 
+def _parse_setting(msg: str) -> tuple[str, str] | None:
+    """``NAME set by environment to VALUE`` as (NAME, VALUE); None for anything else."""
+    m = _SETTING_RE.match(clean(msg))
+    if not m or not m.group(1).isupper():
+        return None
+    name, value = m.group(1), m.group(2)
+    if value.endswith(".") and value[:-1].lstrip("-").isdigit():
+        value = value[:-1]
+    return name, value
+
+
 def warn_kind(msg: str) -> str:
     """A message with addresses and numbers masked, so repeats of one problem group together."""
     text = msg[:160]
@@ -264,6 +275,7 @@ class LogParser:
         self._unidentified: Comm | None = None
         self._orphans: list[Comm] = []
         self._noop: dict[str, bool] = {}  # INFO message -> "_info does nothing with it" (see _noop_message)
+        self._memo: dict[str, object] = {}  # INFO message -> what it says, whoever printed it (_remember)
 
     # physical lines: hard wraps, CRs and the cheap "is this about NCCL at all" filter
     def feed(self, line: str) -> None:
@@ -642,12 +654,12 @@ class LogParser:
             self.result.retcodes[int(m.group(1))] += 1
 
     def _setting(self, msg: str) -> None:
-        m = _SETTING_RE.match(clean(msg))
-        if not m or not m.group(1).isupper():
+        nv = self._memo.get(msg, False)
+        if nv is False:
+            nv = self._remember(msg, _parse_setting(msg))
+        if nv is None:
             return
-        name, value = m.group(1), m.group(2)
-        if value.endswith(".") and value[:-1].lstrip("-").isdigit():
-            value = value[:-1]
+        name, value = nv
         c = self.result.settings.setdefault(name, Counter())
         if value in c or len(c) < 64:
             c[value] += 1
@@ -720,11 +732,13 @@ class LogParser:
         elif msg.startswith("NET/Socket") or msg.startswith("NET : Using"):
             self._net_socket(proc, msg)
         elif msg.startswith("NET/Plugin"):
-            m = _PLUGIN_RE.search(clean(msg))
-            if m:
-                self.result.net_plugins[m.group(1)] += 1
-            elif "internal" in msg or "No plugin found" in msg:
-                self.result.net_plugins["internal"] += 1
+            name = self._memo.get(msg, False)
+            if name is False:
+                m = _PLUGIN_RE.search(clean(msg))
+                name = self._remember(msg, m.group(1) if m else (
+                    "internal" if "internal" in msg or "No plugin found" in msg else None))
+            if name is not None:
+                self.result.net_plugins[name] += 1
         elif msg.startswith("NET/OFI"):
             self.result.net_plugins["aws-ofi-nccl"] += 1
             m = _OFI_PROVIDER_RE.search(msg)
@@ -744,9 +758,19 @@ class LogParser:
             self._warn(proc, msg, info=True)
 
     def _using(self, proc: Proc | None, msg: str) -> None:
-        m = _NETWORK_RE.match(clean(msg))
-        if m:
-            self.result.networks[m.group(1)] += 1
+        name = self._memo.get(msg, False)
+        if name is False:  # the same few texts come once per process: match each once
+            m = _NETWORK_RE.match(clean(msg))
+            name = self._remember(msg, m.group(1) if m else None)
+        if name is not None:
+            self.result.networks[name] += 1
+
+    def _remember(self, msg: str, value):
+        """Memoise what a message says whoever printed it (``_memo``: exact text -> value), bounded."""
+        if len(self._memo) >= 4096:
+            self._memo.clear()
+        self._memo[msg] = value
+        return value
 
     def _connected(self, proc: Proc | None, msg: str) -> None:
         m = _RING_GDR_RE.search(msg)
