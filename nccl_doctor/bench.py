@@ -20,6 +20,7 @@ from pathlib import Path
 from .busbw import OPS, format_size, link_gbps, parse_size, parse_sizes
 from .errors import InputError
 from .launch import LOG_ENV, SlurmInfo, StageFile, in_worker, launch_notes, plan_launch, self_launch, slurm_launch_config
+from .localize import Localisation, floor_gbps, pair_expected_gbps
 from .report import Finding, Report, Severity, Table, Where, exit_code
 
 GROUPS = ("world", "intra", "inter")
@@ -29,9 +30,7 @@ DEFAULT_SIZES = {"cuda": "1M:1G:4", "cpu": "64K:64M:4"}
 ITER_BUDGET = {"cuda": 8 << 30, "cpu": 64 << 20}
 PAIR_SIZE = {"cuda": 256 << 20, "cpu": 16 << 20}
 
-# judging thresholds (why: README "bench" section)
-PEER_OUTLIER = 0.5  # a node below half its peers' median inter-node figure is named
-SLOW_FRACTION = {"nccl": 0.25, "gloo": 0.05}  # below this share of the link rate the link is slow
+# judging thresholds (why: README "bench" section; slow nodes and links: localize.py)
 ABOVE_LINK = 1.10  # busbw above 110% of the line rate cannot be a per-link figure
 MIN_ITERS = 5
 BIG_ENOUGH = {"nccl": 256 << 20, "gloo": 16 << 20}
@@ -269,9 +268,13 @@ def judge(result, *, slurm: SlurmInfo | None = None) -> list[Finding]:
     out += _judge_trust(result, slurm)
     if not any(f.severity is Severity.FAIL for f in out) and result.results:
         best = max(result.results, key=lambda m: m.busbw_gbps)
-        out.append(Finding(code="ND300", severity=Severity.PASS,
-                           message=f"{len(result.results)} measurements verified, 0 wrong elements; peak busbw "
-                                   f"{best.busbw_gbps:.3f} GB/s ({best.op} {best.group} {format_size(best.size_bytes)})"))
+        msg = (f"{len(result.results)} measurements verified, 0 wrong elements; peak busbw {best.busbw_gbps:.3f} "
+               f"GB/s ({best.op} {best.group} {format_size(best.size_bytes)})")
+        if result.pairs:
+            loc = node_localisation(result)
+            msg += (f"; no slow node or link: {len(loc.links)} node pair(s) in {len(loc.rounds)} round(s), "
+                    f"slowest {min(loc.links.values()):.3f} GB/s, fastest {loc.best:.3f} GB/s")
+        out.append(Finding(code="ND300", severity=Severity.PASS, message=msg))
     return out
 
 
@@ -294,18 +297,20 @@ def _judge_wrong(result) -> list[Finding]:
 
 
 def node_rows(result) -> list[dict]:
-    """Each node with its inter-node figure, what its links should deliver (the probe), and its peers' median.
+    """Each node with its inter-node figure (best pair), what its links should deliver (the probe), its
+    peers' median, and whether the pair pass names it (``slow``).
 
     ``expected_gbps`` is the yardstick for the figure: one rank pair, so one NIC on an NCCL/IB node;
     ``link_gbps`` is all the inter-node links the backend uses on that node, together."""
     figs = {n.index: result.node_figure(n.index) for n in result.nodes}
+    bad = set(node_localisation(result).bad()) if result.pairs else set()
     rows = []
     for n in result.nodes:
         fig = figs[n.index]
         peers = [v for k, v in figs.items() if k != n.index and v is not None]
         link = link_gbps(n.link_mbit) if n.link_mbit else None
         exp = getattr(n, "expected", None)
-        want = exp.per_rank_gbps if exp is not None else link
+        want = pair_expected_gbps(n)
         rows.append({
             "host": n.host, "index": n.index, "ranks": list(n.ranks), "iface": n.iface,
             "link_gbps": round(link, 4) if link else None,
@@ -319,8 +324,14 @@ def node_rows(result) -> list[dict]:
             "peer_median_gbps": round(statistics.median(peers), 4) if len(peers) >= 2 else None,
             "pairs": [result.nodes[p.b if p.a == n.index else p.a].host
                       for p in result.pairs if n.index in (p.a, p.b)],
+            "slow": n.index in bad,
         })
     return rows
+
+
+def node_localisation(result) -> Localisation:
+    """The pair pass's verdicts, rebuilt from ``result.pairs`` with the floor the run planned with."""
+    return Localisation.of(result.nnodes, result.pairs, floor_gbps(result.nodes, result.backend))
 
 
 def group_expected(result, group: str) -> float | None:
@@ -338,38 +349,59 @@ def group_expected(result, group: str) -> float | None:
 
 
 def _judge_nodes(result) -> list[Finding]:
+    """Slow nodes (ND302) and links no node can be blamed for (ND303), by ``localize.py``'s one rule: a
+    link is slow below a quarter of the best link or below the floor (5% of the line rate on Gloo, 25% on
+    NCCL); a node is named when every link it has is slow and a partner is proven good elsewhere."""
+    if not result.pairs:
+        return []
+    loc = node_localisation(result)
+    rows = {r["index"]: r for r in node_rows(result)}
+    host = [n.host for n in result.nodes]
+    best = max(loc.links, key=loc.links.get)
+    best_txt = f"{host[best[0]]}<->{host[best[1]]} moves {loc.best:.3f} GB/s"
     out: list[Finding] = []
-    rows = [r for r in node_rows(result) if r["inter_node_busbw_gbps"] is not None]
-    slow_frac = SLOW_FRACTION.get(result.backend, 0.25)
-    if len(rows) == 2:
-        fig = rows[0]["inter_node_busbw_gbps"]
-        links = [r["expected_gbps"] for r in rows if r["expected_gbps"]]
-        if links and fig < slow_frac * min(links):
-            a, b = rows[0]["host"], rows[1]["host"]
-            out.append(Finding(
-                code="ND303", severity=Severity.FAIL, where=Where(host=a),
-                message=f"the link between {a} and {b} moves {fig:.3f} GB/s, {100 * fig / min(links):.1f}% of "
-                        f"the {min(links):.2f} GB/s line rate; with two nodes it cannot tell which end is slow",
-                fix=f"rerun with a third node (the pair pass then names the slow node), or check both ends: "
-                    f"`ethtool {rows[0]['iface'] or '<iface>'}`, `tc qdisc show`, switch port counters"))
+    bad = loc.bad()
+    for b in bad:
+        r = rows[b]
+        mine = sorted((k for k in loc.links if b in k), key=loc.links.get)
+        txt = ", ".join(f"{host[k[0] if k[1] == b else k[1]]} {loc.links[k]:.3f} GB/s" for k in mine)
+        med = f", its peers' median {r['peer_median_gbps']:.3f} GB/s" if r["peer_median_gbps"] else ""
+        iface = r["iface"] or "<iface>"
+        out.append(Finding(
+            code="ND302", severity=Severity.FAIL, where=Where(host=host[b], iface=r["iface"]),
+            message=f"{host[b]} is the slow node: inter-node bandwidth {r['inter_node_busbw_gbps']:.3f} GB/s, slow "
+                    f"with every partner ({txt}) while {best_txt}{med}",
+            fix=f"drain {host[b]} (e.g. `scontrol update nodename={host[b]} state=drain reason=slow-link`) and "
+                f"check its link: `ethtool {iface}`, `tc qdisc show dev {iface}`, cable and switch port"))
+    links = [k for k in loc.slow_links() if not set(k) & set(bad)]
+    good = loc.good()
+    if len(links) > 1 and not good:  # nothing to compare with: one finding, not one per pair
+        out.append(Finding(
+            code="ND303", severity=Severity.FAIL, where=Where(host=host[links[0][0]]),
+            message=f"every node pair is slow ({len(links)} pairs, the best {loc.best:.3f} GB/s, under the "
+                    f"{loc.floor_gbps:.3f} GB/s floor): no node is proven good, so it cannot tell which end is slow; "
+                    "the transport or the fabric, not one node",
+            fix="check that traffic takes the fast interface (nccl-doctor probe) and that NCCL uses the IB/RoCE "
+                "transport, not sockets (nccl-doctor parse on an NCCL_DEBUG=INFO log)",
+            evidence=tuple(f"{host[a]}<->{host[b]} {loc.links[(a, b)]:.3f} GB/s" for a, b in links[:8])))
         return out
-    for r in rows:
-        fig, med = r["inter_node_busbw_gbps"], r["peer_median_gbps"]
-        if med and fig < PEER_OUTLIER * med:
-            out.append(Finding(
-                code="ND302", severity=Severity.FAIL, where=Where(host=r["host"], iface=r["iface"]),
-                message=f"inter-node bandwidth of {r['host']} is {fig:.3f} GB/s, {100 * fig / med:.0f}% of its "
-                        f"peers' median {med:.3f} GB/s (pairs with {', '.join(r['pairs'])})",
-                fix=f"drain {r['host']} (e.g. `scontrol update nodename={r['host']} state=drain reason=slow-link`) "
-                    f"and check its link: `ethtool {r['iface'] or '<iface>'}`, `tc qdisc show dev "
-                    f"{r['iface'] or '<iface>'}`, cable and switch port"))
-        elif r["expected_gbps"] and fig < slow_frac * r["expected_gbps"]:
-            out.append(Finding(
-                code="ND304", severity=Severity.WARN, where=Where(host=r["host"], iface=r["iface"]),
-                message=f"inter-node bandwidth of {r['host']} is {fig:.3f} GB/s, {r['pct_of_expected']}% of the "
-                        f"{r['expected_gbps']:.2f} GB/s its links should deliver ({r['expected_basis']})",
-                fix="check that traffic takes the fast interface (nccl-doctor probe) and that NCCL uses the "
-                    "IB/RoCE transport, not sockets (nccl-doctor parse on an NCCL_DEBUG=INFO log)"))
+    for a, b in links:
+        bw = loc.links[(a, b)]
+        want = [rows[i]["expected_gbps"] for i in (a, b) if rows[i]["expected_gbps"]]
+        how = (f"{100 * bw / min(want):.1f}% of the {min(want):.2f} GB/s line rate" if bw < loc.floor_gbps and want
+               else f"{100 * bw / loc.best:.0f}% of the best pair ({best_txt})")
+        if result.nnodes == 2:
+            why = "with two nodes it cannot tell which end is slow"
+        elif a in good and b in good:
+            why = "both ends reach other nodes at full speed: the path between them, not either node"
+        else:
+            why = "neither end was tested against a node proven good, so it cannot tell which end is slow"
+        out.append(Finding(
+            code="ND303", severity=Severity.FAIL, where=Where(host=host[a], iface=rows[a]["iface"]),
+            message=f"the link between {host[a]} and {host[b]} moves {bw:.3f} GB/s, {how}; {why}",
+            fix=f"rerun with a third node (the pair pass then names the slow node), or check both ends: "
+                f"`ethtool {rows[a]['iface'] or '<iface>'}`, `tc qdisc show` on {host[a]} and {host[b]}, "
+                "switch port counters"))
     return out
 
 
@@ -388,9 +420,10 @@ def _judge_trust(result, slurm: SlurmInfo | None) -> list[Finding]:
             out.append(Finding(code="ND307", severity=Severity.WARN,
                                message=f"only {few} timed iteration(s) per size: one slow iteration dominates",
                                fix=f"rerun with --iters {MIN_ITERS} or more (or leave --iters unset)"))
+    nominal = {n.index for n in result.nodes if getattr(n, "nominal_link", False)}
     for r in node_rows(result):
         fig, link = r["inter_node_busbw_gbps"], r["link_gbps"]
-        if fig is not None and link and fig > ABOVE_LINK * link:
+        if fig is not None and link and fig > ABOVE_LINK * link and r["index"] not in nominal:
             out.append(Finding(code="ND305", severity=Severity.WARN, where=Where(host=r["host"], iface=r["iface"]),
                                message=f"inter-node figure {fig:.3f} GB/s is above the {link:.2f} GB/s line rate of "
                                        f"{r['iface']}: traffic took another path, so it is not this link's figure",
@@ -438,24 +471,35 @@ def build_report(result, findings: list[Finding], *, notes: list[str] = ()) -> R
                         str(m.wrong)) for m in ms),
             caption=f"expected busbw {want:.3f} GB/s (see the notes for how)" if want else None))
     nodes = node_rows(result)
-    if result.pairs:
+    loc = node_localisation(result) if result.pairs else None
+    if loc is not None:
+        p0 = result.pairs[0]
         report.tables.append(Table(
-            title=f"inter-node figure per node (ping-pong of {format_size(result.pairs[0].size_bytes)} "
-                  "with each ring neighbour, GB/s one way, best of its pairs)",
+            title=f"inter-node figure per node (best of its node pairs: ping-pong of {format_size(p0.size_bytes)}, "
+                  "GB/s one way)",
             columns=("host", "iface", "expected (GB/s)", "busbw (GB/s)", "% of expected", "peers' median",
-                     "pairs with"),
+                     "pairs with", "slow"),
             rows=tuple((r["host"], r["iface"] or "-", _f(r["expected_gbps"]), _f(r["inter_node_busbw_gbps"]),
-                        _f(r["pct_of_expected"], "{:.1f}"), _f(r["peer_median_gbps"]), ", ".join(r["pairs"]))
-                       for r in nodes)))
+                        _f(r["pct_of_expected"], "{:.1f}"), _f(r["peer_median_gbps"]), ", ".join(r["pairs"]),
+                        "yes" if r["slow"] else "") for r in nodes)))
+        host = [n.host for n in result.nodes]
+        report.tables.append(Table(
+            title=f"node pairs ({p0.iters} timed ping-pongs each; rounds of disjoint pairs, then suspects against "
+                  "known-good nodes)",
+            columns=("round", "pair", "busbw (GB/s)", "slow"),
+            rows=tuple((str(p.round), f"{host[p.a]}<->{host[p.b]}", f"{p.busbw_gbps:.3f}",
+                        "yes" if loc.slow(p.link) else "") for p in result.pairs)))
     report.notes += expected_notes(result, nodes)
     report.notes += [f"skipped group {s}" for s in result.skipped]
     report.data = {
         "backend": result.backend, "device": result.device.split(":")[0], "world_size": result.world_size,
         "nnodes": result.nnodes, "local_world_size": result.local_world_size,
         "elapsed_s": round(result.elapsed_s, 2), "results": result_rows(result), "nodes": nodes,
-        "pairs": [{"a": result.nodes[p.a].host, "b": result.nodes[p.b].host, "size_bytes": p.size_bytes,
-                   "iters": p.iters, "time_us": round(p.time_us, 2), "busbw_gbps": round(p.busbw_gbps, 4),
-                   "wrong": p.wrong} for p in result.pairs],
+        "pairs": [{"a": result.nodes[p.a].host, "b": result.nodes[p.b].host, "round": p.round,
+                   "size_bytes": p.size_bytes, "iters": p.iters, "time_us": round(p.time_us, 2),
+                   "busbw_gbps": round(p.busbw_gbps, 4), "wrong": p.wrong, "slow": loc.slow(p.link)}
+                  for p in result.pairs] if loc else [],
+        "localisation": localisation_data(result, loc) if loc else None,
         "skipped_groups": list(result.skipped),
     }
     peak = {}
@@ -463,6 +507,17 @@ def build_report(result, findings: list[Finding], *, notes: list[str] = ()) -> R
         peak[(m.op, m.group)] = max(peak.get((m.op, m.group), 0.0), m.busbw_gbps)
     report.summary = "; ".join(f"{op} {g} {v:.3f} GB/s" for (op, g), v in peak.items()) + " peak busbw"
     return report
+
+
+def localisation_data(result, loc: Localisation) -> dict:
+    """The pair pass in brief (``preflight`` reports it as its ``localisation``)."""
+    host = [n.host for n in result.nodes]
+    return {"rounds": [[[host[a], host[b]] for a, b in r] for r in loc.rounds],
+            "bad_nodes": [host[b] for b in loc.bad()],
+            "slow_links": [[host[a], host[b]] for a, b in loc.slow_links()],
+            "floor_gbps": round(loc.floor_gbps, 4),
+            "predicted_s": [round(p, 2) for p in result.pairs_predicted_s] if result.pairs_predicted_s else None,
+            "seconds": round(result.pairs_seconds, 2)}
 
 
 def expected_notes(result, nodes: list[dict]) -> list[str]:
@@ -475,6 +530,10 @@ def expected_notes(result, nodes: list[dict]) -> list[str]:
                 seen.setdefault(r[key], []).append(r["host"])
         for basis, hosts in seen.items():
             out.append(f"{what} on {_hosts(hosts)}: {basis}")
+    nominal = [n.host for n in result.nodes if getattr(n, "nominal_link", False)]
+    if nominal:
+        out.append(f"inter-node expected on {_hosts(nominal)} is a virtual interface's nominal sysfs speed (veth): "
+                   "a figure above it is not flagged (ND305), and the slow-link floor still applies")
     if result.nnodes > 1 and any(g.group == "inter" for g in result.results):
         out.append(f"inter group expected: the node's inter-node links shared by the {result.local_world_size} "
                    "inter groups that run at once")

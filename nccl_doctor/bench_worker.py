@@ -1,4 +1,5 @@
-"""The rank side of ``bench``: groups, the size sweep, timing, verification and the node-pair pass.
+"""The rank side of ``bench``: groups, the size sweep, timing, verification and the node-pair pass
+(planned and measured by ``localize.py``, shared with ``preflight``).
 
 Imported only inside worker processes (it imports torch at the top). ``run_bench`` works inside any
 already initialised default process group, so ``preflight`` can call it from its own workers.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +23,8 @@ import torch.distributed as dist
 from .busbw import GB, auto_iters, busbw_gbps, format_size, round_size
 from .expected import Expected
 from .launch import StageFile, route_to
+from .localize import (Localisation, PairResult, floor_gbps, localise, pair_expected_gbps, plan_line,
+                       predict_rounds, time_loop)
 
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -64,17 +68,7 @@ class NodeInfo:
     iface: str | None
     link_mbit: int | None  # inter-node links in use, together, in Mb/s (expected.inter_gbps); None when unknown
     expected: Expected | None = None  # the probe's yardstick for this node (first rank's view)
-
-
-@dataclass(frozen=True, kw_only=True)
-class PairResult:
-    a: int  # node indices
-    b: int
-    size_bytes: int
-    iters: int
-    time_us: float
-    busbw_gbps: float  # ping-pong: 2 x size bytes over the link per (time per round trip)
-    wrong: int
+    nominal_link: bool = False  # the links' sysfs speed is nominal (veth): a floor still, not a ceiling
 
 
 @dataclass(kw_only=True)
@@ -88,6 +82,8 @@ class BenchResult:
     pairs: list[PairResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # groups not measured, and why
     elapsed_s: float = 0.0
+    pairs_seconds: float = 0.0  # the node-pair pass
+    pairs_predicted_s: tuple[float, float] | None = None  # its prediction: healthy, one bad node
 
     @property
     def nnodes(self) -> int:
@@ -95,7 +91,7 @@ class BenchResult:
 
     def node_figure(self, index: int) -> float | None:
         """A node's inter-node figure: its best pair. A slow node is slow with every partner; a good
-        node next to a slow one still has one good pair."""
+        node paired with a slow one is retested against a known-good node (``localize.py``)."""
         mine = [p.busbw_gbps for p in self.pairs if index in (p.a, p.b)]
         return max(mine) if mine else None
 
@@ -161,8 +157,12 @@ def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, forc
     return f"cuda:{local_rank}" if use_cuda else "cpu"
 
 
-def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> Expected | None:
-    """This node's yardstick from the probe (~30 ms): the links the backend will use, and their rates.
+NOMINAL_KINDS = ("veth", "bridge", "tun")  # sysfs speed is a made-up number (veth: 10000), not a line rate
+
+
+def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tuple[Expected | None, bool]:
+    """This node's yardstick from the probe (~30 ms): the links the backend will use, and their rates,
+    and whether those rates are only nominal (every link a veth/bridge/tun: a figure may exceed them).
     Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so)."""
     from .expected import expected_bandwidth
     from .probe import probe_node
@@ -174,9 +174,13 @@ def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> Exp
         except Exception:  # noqa: BLE001 - best effort: the figure is still measured
             route_iface = None
     try:
-        return expected_bandwidth(probe_node(root, env), backend, route_iface=route_iface)
+        node = probe_node(root, env)
+        exp = expected_bandwidth(node, backend, route_iface=route_iface)
     except Exception:  # noqa: BLE001 - a node we cannot read is measured without a yardstick
-        return None
+        return None, False
+    links = [node.facts.iface(n) for n in exp.ifaces]
+    nominal = bool(links) and all(i is not None and i.virtual_kind in NOMINAL_KINDS for i in links)
+    return exp, nominal
 
 
 def gather_nodes(device: str, env: Mapping[str, str], backend: str) -> list[NodeInfo]:
@@ -193,10 +197,10 @@ def gather_nodes(device: str, env: Mapping[str, str], backend: str) -> list[Node
     nodes = []
     for i, key in enumerate(keys):
         ranks = tuple(r for r, (n, h, _) in enumerate(per_rank) if (n if n >= 0 else h) == key)
-        _, h0, exp = per_rank[ranks[0]]
+        _, h0, (exp, nominal) = per_rank[ranks[0]]
         mbit = round(exp.inter_gbps * 8000) if exp and exp.inter_gbps else None
         nodes.append(NodeInfo(index=i, host=h0, ranks=ranks, iface=exp.iface if exp else None, link_mbit=mbit,
-                              expected=exp))
+                              expected=exp, nominal_link=nominal))
     return nodes
 
 
@@ -229,11 +233,6 @@ def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) ->
 
 
 # --- measuring -------------------------------------------------------------------------------------
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def _buffers(op: str, size: int, n: int, grank: int, device: str):
     total = size // 4
     chunk = total // n
@@ -266,29 +265,6 @@ def _count_wrong(op: str, fn, inp, out, n: int, grank: int, group) -> int:
     return int((out != expected_sum).sum())
 
 
-def _time(fn, group, iters: int, device: str) -> float:
-    """Seconds per op on this rank: CUDA events on GPU, host clock around a barrier on CPU."""
-    _barrier(group, device)
-    if device.startswith("cuda"):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn(group)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn(group)
-    return (time.perf_counter() - t0) / iters
-
-
-def _barrier(group, device: str) -> None:
-    t = torch.zeros(1, device=device)
-    dist.all_reduce(t, group=group)
-    _sync(device)
-
-
 def _world_reduce(device: str, seconds: float, wrong: int) -> tuple[float, int]:
     """Max time and total wrong elements over every rank (all concurrent groups included)."""
     t = torch.tensor([seconds], dtype=torch.float64, device=device)
@@ -307,7 +283,7 @@ def measure(op: str, group_name: str, group, size: int, cfg: BenchConfig, device
     fn, inp, out, count = _buffers(op, size, n, grank, device)
     for _ in range(cfg.warmup):
         fn(group)
-    seconds = _time(fn, group, iters, device)
+    seconds = time_loop(fn, group, iters, device)
     wrong = _count_wrong(op, fn, inp, out, n, grank, group)
     seconds, wrong = _world_reduce(device, seconds, wrong)
     return Measurement(op=op, group=group_name, group_size=n, size_bytes=size, count=count, iters=iters,
@@ -315,88 +291,35 @@ def measure(op: str, group_name: str, group, size: int, cfg: BenchConfig, device
                        busbw_gbps=busbw_gbps(op, size, seconds, n), wrong=wrong)
 
 
-def pair_rounds(nnodes: int) -> list[list[tuple[int, int]]]:
-    """The ring of nodes (i, i+1) split into rounds of disjoint pairs: O(N) pairs, 1 (N=2), 2 (even)
-    or 3 (odd) rounds; every node meets both ring neighbours, never all-pairs."""
-    if nnodes < 2:
-        return []
-    if nnodes == 2:
-        return [[(0, 1)]]
-    edges = [(i, (i + 1) % nnodes) for i in range(nnodes)]
-    rounds: list[list[tuple[int, int]]] = []
-    for e in edges:
-        for r in rounds:
-            if not any(set(e) & set(p) for p in r):
-                r.append(e)
-                break
-        else:
-            rounds.append([e])
-    return rounds
-
-
-def _ping_pong(size: int, ends: tuple[int, int], rank: int, device: str):
-    """``size`` bytes one way, then back: one direction at a time, so each flow's ACKs cross an idle
-    link and a shaped link shows its rate (a simultaneous exchange loses about a third to queued ACKs)."""
-    first = rank == ends[0]
-    other = ends[1] if first else ends[0]
-    send = torch.full((size // 4,), float(rank + 1), device=device)
-    recv = torch.empty(size // 4, device=device)
-
-    def fn(g):
-        if first:
-            dist.send(send, dst=other, group=g)
-            dist.recv(recv, src=other, group=g)
-        else:
-            dist.recv(recv, src=other, group=g)
-            dist.send(send, dst=other, group=g)
-
-    def check(g) -> int:
-        recv.zero_()
-        fn(g)
-        return int((recv != float(other + 1)).sum())
-
-    return fn, check
-
-
-def measure_pairs(nodes: list[NodeInfo], cfg: BenchConfig, device: str, stages: Stages,
-                  progress: Progress | None = None, done: int = 0, total: int = 0) -> list[PairResult]:
-    """Each node's first rank ping-pongs ``pair_size`` bytes with its partner's, all pairs of a round at
-    once; the figure is bytes over the link per second, one direction at a time (sendrecv busbw)."""
-    rounds = pair_rounds(len(nodes))
-    rank = dist.get_rank()
-    pair_groups = {}
-    for r in rounds:  # every rank creates every group, in the same order
-        for a, b in r:
-            pair_groups[(a, b)] = dist.new_group([nodes[a].ranks[0], nodes[b].ranks[0]])
+def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, progress: Progress | None = None,
+                  done: int = 0, total: int = 0, say: Callable[[str], None] | None = None) -> Localisation:
+    """The node-pair pass (``localize.py``): each node's first rank ping-pongs ``pair_size`` bytes with a
+    partner's, disjoint pairs at once, suspects then against known-good nodes. Fills ``result.pairs``;
+    each round is a stage ("node-pairs round 2: n1<->n3"), so a hang names it and who never arrived."""
+    nodes = result.nodes
     size = round_size(cfg.pair_size, 2)
     iters = cfg.iters or auto_iters(size, budget_bytes=cfg.budget_bytes, lo=3)
-    results = []
-    for ri, r in enumerate(rounds):
-        stages.enter(f"node-pairs round {ri + 1}/{len(rounds)} " + " ".join(
-            f"{nodes[a].host}<->{nodes[b].host}" for a, b in r))
-        times = torch.zeros(len(r), dtype=torch.float64, device=device)
-        wrong = torch.zeros(len(r), dtype=torch.int64, device=device)
-        for k, (a, b) in enumerate(r):
-            ends = (nodes[a].ranks[0], nodes[b].ranks[0])
-            if rank not in ends:
-                continue
-            g = pair_groups[(a, b)]
-            fn, check = _ping_pong(size, ends, rank, device)
-            for _ in range(cfg.warmup):
-                fn(g)
-            times[k] = _time(fn, g, iters, device)
-            wrong[k] = check(g)
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
-        dist.all_reduce(wrong)
-        for k, (a, b) in enumerate(r):
-            s = float(times[k].item())
-            pr = PairResult(a=a, b=b, size_bytes=size, iters=iters, time_us=s * 1e6,
-                            busbw_gbps=busbw_gbps("sendrecv", 2 * size, s, 2), wrong=int(wrong[k].item()))
-            results.append(pr)
-        done += 1
+    known = [y for y in map(pair_expected_gbps, nodes) if y]
+    text, result.pairs_predicted_s = plan_line(len(nodes), size, max(cfg.warmup, 1) + iters,
+                                               min(known) if known else None)
+    if say:
+        say(text)
+    host_of = {r: n.host for n in nodes for r in n.ranks}
+    world = list(range(dist.get_world_size()))
+
+    def on_round(i, pairs):
+        stages.enter(f"node-pairs round {i}: " + " ".join(f"{nodes[a].host}<->{nodes[b].host}" for a, b in pairs))
+
+    def on_measured(i, results):
         if progress:
-            progress(done, total, f"node pairs round {ri + 1}/{len(rounds)}", None)
-    return results
+            progress(done + i, max(total, done + i), f"node pairs round {i}", None)
+
+    loc = _guard(stages, world, host_of, lambda: localise(
+        [n.ranks[0] for n in nodes], size_bytes=size, iters=iters, warmup=cfg.warmup, timeout_s=cfg.timeout_s,
+        floor_gbps=floor_gbps(nodes, result.backend), device=result.device, on_round=on_round,
+        on_measured=on_measured))
+    result.pairs, result.pairs_seconds = loc.results, loc.seconds
+    return loc
 
 
 def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress: Progress | None = None,
@@ -416,7 +339,7 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
     result = BenchResult(backend=backend, device=device, world_size=len(world),
                          local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped)
-    rounds = len(pair_rounds(len(nodes))) if cfg.pairs else 0
+    rounds = predict_rounds(len(nodes))[0] if cfg.pairs else 0
     total = len(groups) * len(cfg.ops) * len(cfg.sizes) + rounds
     done = 0
     for gname, group in groups.items():
@@ -429,8 +352,8 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
                 if progress:
                     progress(done, total, f"{op} {gname} {format_size(m.size_bytes)}", m)
     if rounds:
-        result.pairs = _guard(stages, world, host_of,
-                              lambda: measure_pairs(nodes, cfg, device, stages, progress, done, total))
+        say = (lambda text: print(f"nccl-doctor bench: {text}", file=sys.stderr, flush=True)) if progress else None
+        measure_nodes(result, cfg, stages, progress=progress, done=done, total=total, say=say)
     stages.enter("done")
     result.elapsed_s = time.monotonic() - t0
     return result

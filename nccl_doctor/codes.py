@@ -77,9 +77,8 @@ CODES: dict[str, Code] = _table(
     # --- ND3xx: bench (bandwidth) -----------------------------------------------------------------
     ("ND300", "bandwidth-ok", "Every collective returned correct data and no node or link stands out."),
     ("ND301", "wrong-results", "A collective returned wrong elements (like nccl-tests' #wrong)."),
-    ("ND302", "slow-node-bandwidth", "A node's inter-node bandwidth is far below the median of its peers."),
-    ("ND303", "slow-link-unpinned", "With two nodes the link is slow, but which end cannot be told."),
-    ("ND304", "below-link-rate", "A node's inter-node bandwidth is a small share of what its links should deliver."),
+    ("ND302", "slow-node-bandwidth", "A node is slow with every partner, one of them proven good elsewhere (pair pass)."),
+    ("ND303", "slow-link-unpinned", "A node pair is slow but neither end can be blamed (two nodes, or no known-good peer)."),
     ("ND305", "above-link-rate", "A figure exceeds the link's line rate, so it is not that link's figure."),
     ("ND306", "sizes-too-small", "The largest size tested is too small to reach the bandwidth."),
     ("ND307", "too-few-iterations", "Too few timed iterations per size for a stable figure."),
@@ -95,8 +94,6 @@ CODES: dict[str, Code] = _table(
     ("ND405", "node-missing", "Nodes of the allocation never arrived at the rendezvous; they are named."),
     ("ND406", "stage-failed", "A stage failed or passed its deadline; names the stage and the ranks behind."),
     ("ND407", "node-lost", "A node stopped responding mid-run (no heartbeat); the others stopped fast."),
-    ("ND408", "slow-node", "Pair localisation names a node whose every link is slow (pass: none)."),
-    ("ND409", "slow-link", "A node pair is slow but no third node tells which end is at fault."),
     ("ND410", "fsdp-smoke", "The FSDP2 + DCP training smoke test failed on some rank (pass: it ran)."),
 )
 

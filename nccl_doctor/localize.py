@@ -1,21 +1,56 @@
-"""Bad-node localisation in O(N) work: disjoint node pairs first, then suspects against known-good nodes.
+"""Node pairs for ``bench`` and ``preflight``: which node (or link) is slow, in O(N) work.
 
-Round 1 pairs node 0 with 1, 2 with 3, ... (all pairs at once: one round whatever N). A pair whose
-bandwidth is far below the best pair makes both its nodes suspects; each later round tests suspects
-(and a leftover odd node) against nodes already shown good, as many at once as there are good nodes.
-A healthy cluster costs one round; k bad nodes among N cost about 1 + ceil(2k / (N - 2k)) rounds,
-never the N-1 rounds of all-pairs. The planning is plain functions (tested directly); ``measure_round``
-is the only part that needs a process group.
+Planning (plain functions, tested directly). Round 1 pairs node 0 with 1, 2 with 3, ... (one round
+whatever N). A slow pair makes both its nodes suspects; each later round tests suspects (and a leftover
+odd node) against nodes already shown good, as many at once as there are good nodes. A healthy cluster
+costs one round (two for odd N); k bad nodes among N about 1 + ceil(2k / (N - 2k)) rounds, never the
+N-1 rounds of all-pairs.
+
+Judging (one rule for both commands; ``bench.judge`` applies it). A link is slow below ``SLOW_RATIO``
+of the best link, or below the floor (a share of the line rate, ``FLOOR_SHARE``). A node is named only
+when every link it has is slow *and* one of its partners is proven good elsewhere. This is preferred to
+"a node's best pair below half its peers' median" because it needs proof: with adaptive rounds a good
+node paired with a bad one in round 1 holds one slow pair until it is retested, and the median rule
+would blame it whenever no retest could be planned; and a median stops naming anyone once half the
+nodes are slow (a bad rack), the best link does not. A slow link with no end to blame (two nodes, or no
+known-good node left to test against) is reported as a link. Each node's figure (its best pair) and its
+peers' median are still reported, as figures.
+
+Measuring (inside a process group, torch imported lazily): each pair's first ranks ping-pong over a
+dedicated 2-rank group, one direction at a time, so each flow's ACKs cross an idle link and a shaped
+link shows its rate: 1.00 of one-way raw TCP on a tbf link, where a simultaneous two-way exchange gave
+0.62-0.68. Every rank ends each round with the same figures (one world all-reduce), so every rank
+plans the same next round.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 SLOW_RATIO = 0.25  # a link below a quarter of the best link is slow (tbf/bad cable: 10-100x)
+FLOOR_SHARE = {"nccl": 0.25, "gloo": 0.05}  # ... or below this share of the line rate (Gloo is CPU-bound)
 MAX_ROUNDS = 6
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairResult:
+    """One node pair's ping-pong: ``busbw_gbps`` is bytes over the link per second, one way at a time."""
+
+    a: int  # node indices
+    b: int
+    size_bytes: int
+    iters: int
+    time_us: float  # per round trip
+    busbw_gbps: float
+    wrong: int
+    round: int = 1
+
+    @property
+    def link(self) -> tuple[int, int]:
+        return (min(self.a, self.b), max(self.a, self.b))
 
 
 @dataclass
@@ -25,8 +60,25 @@ class Localisation:
     nnodes: int
     links: dict[tuple[int, int], float] = field(default_factory=dict)
     rounds: list[list[tuple[int, int]]] = field(default_factory=list)
-    floor_gbps: float = 0.0  # absolute minimum (a fraction of the line rate), 0 when unknown
+    floor_gbps: float = 0.0  # absolute minimum (a share of the line rate), 0 when unknown
     seconds: float = 0.0
+    results: list[PairResult] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, nnodes: int, pairs: Iterable[PairResult], floor_gbps: float = 0.0) -> Localisation:
+        """Rebuilt from measured pairs (a ``BenchResult``'s): the same verdicts as during the run."""
+        loc = cls(nnodes=nnodes, floor_gbps=floor_gbps)
+        by_round: dict[int, list[PairResult]] = {}
+        for p in pairs:
+            by_round.setdefault(p.round, []).append(p)
+        for r in sorted(by_round):
+            loc.add(by_round[r])
+        return loc
+
+    def add(self, results: list[PairResult]) -> None:
+        self.results += results
+        self.rounds.append([p.link for p in results])
+        self.links.update({p.link: p.busbw_gbps for p in results})
 
     @property
     def best(self) -> float:
@@ -86,6 +138,22 @@ def next_round(loc: Localisation) -> list[tuple[int, int]]:
     return pairs
 
 
+# --- yardsticks and prediction ----------------------------------------------------------------------
+def pair_expected_gbps(node) -> float | None:
+    """What one node pair should reach from this node (a ``NodeInfo``): the probe's per-rank-pair figure
+    (one NIC on an RDMA node), else the sysfs speed of its inter-node links; None when unknown."""
+    exp = getattr(node, "expected", None)
+    if exp is not None:
+        return exp.per_rank_gbps or None
+    return node.link_mbit * 1e6 / 8 / 1e9 if node.link_mbit else None
+
+
+def floor_gbps(nodes, backend: str) -> float:
+    """The absolute floor of a link: ``FLOOR_SHARE`` of the slowest node's yardstick (0 when unknown)."""
+    known = [y for y in map(pair_expected_gbps, nodes) if y]
+    return FLOOR_SHARE.get(backend, FLOOR_SHARE["nccl"]) * min(known) if known else 0.0
+
+
 def predict_rounds(nnodes: int) -> tuple[int, int]:
     """(rounds when healthy, rounds with one bad node): printed before starting."""
     if nnodes < 2:
@@ -95,59 +163,127 @@ def predict_rounds(nnodes: int) -> tuple[int, int]:
     return (1, 2) if nnodes % 2 == 0 else (2, 3)
 
 
-def predicted_seconds(rounds: int, size_bytes: int, iters: int, gbps: float, overhead_s: float = 0.05) -> float:
-    """Per round: every pair moves ``size`` x ``iters`` each way at once, plus a world all-reduce."""
-    return rounds * (size_bytes * iters / (gbps * 1e9) + overhead_s) if gbps > 0 else math.inf
+def predicted_seconds(rounds: int, size_bytes: int, exchanges: int, gbps: float, overhead_s: float = 0.05) -> float:
+    """Per round: every pair ping-pongs ``size`` bytes ``exchanges`` times (there and back, one way at a
+    time, at ``gbps``), plus group setup and a world all-reduce."""
+    return rounds * (2 * size_bytes * exchanges / (gbps * 1e9) + overhead_s) if gbps > 0 else math.inf
+
+
+def plan_line(nnodes: int, size_bytes: int, exchanges: int, gbps: float | None) -> tuple[str, tuple[float, float]]:
+    """The prediction printed before the pass, and (healthy, one bad node) seconds."""
+    healthy, one_bad = predict_rounds(nnodes)
+    rate = gbps or 1.0
+    secs = (predicted_seconds(healthy, size_bytes, exchanges, rate), predicted_seconds(one_bad, size_bytes,
+                                                                                        exchanges, rate))
+    size = f"{size_bytes / (1 << 20):g} MiB"
+    text = (f"node pairs: {nnodes} nodes -> {healthy} round(s) of disjoint pairs when healthy, {one_bad} with one "
+            f"bad node; {size} ping-pong x {exchanges} per pair; predicted {secs[0]:.1f}-{secs[1]:.1f} s at "
+            + (f"line rate ({gbps:.3f} GB/s)" if gbps else "1 GB/s (line rate unknown)"))
+    return text, secs
 
 
 # --- measuring (inside a process group) ------------------------------------------------------------
-def measure_round(pairs: list[tuple[int, int]], leaders: list[int], nnodes: int, *, size_bytes: int,
-                  iters: int, timeout_s: float, device: str = "cpu") -> dict[tuple[int, int], float]:
-    """Each pair's leader ranks exchange ``size_bytes`` both ways at once, ``iters`` times (after one
-    warm-up); every rank returns every pair's GB/s per direction (one world all-reduce)."""
+def time_loop(fn, group, iters: int, device: str) -> float:
+    """Seconds per call of ``fn(group)`` on this rank: CUDA events on GPU, host clock on CPU, both after
+    a barrier (an all-reduce on ``group``)."""
+    import torch
+    import torch.distributed as dist
+
+    dist.all_reduce(torch.zeros(1, device=device), group=group)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn(group)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn(group)
+    return (time.perf_counter() - t0) / iters
+
+
+def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str):
+    """``size`` bytes one way, then back, one direction at a time. Returns (exchange, checked exchange ->
+    wrong elements received)."""
+    import torch
+    import torch.distributed as dist
+
+    first = rank == ends[0]
+    other = ends[1] if first else ends[0]
+    send = torch.full((size // 4,), float(rank + 1), device=device)
+    recv = torch.empty(size // 4, device=device)
+
+    def fn(g):
+        if first:
+            dist.send(send, dst=other, group=g)
+            dist.recv(recv, src=other, group=g)
+        else:
+            dist.recv(recv, src=other, group=g)
+            dist.send(send, dst=other, group=g)
+
+    def check(g) -> int:
+        recv.zero_()
+        fn(g)
+        return int((recv != float(other + 1)).sum())
+
+    return fn, check
+
+
+def measure_round(pairs: list[tuple[int, int]], leaders: list[int], *, round_no: int, size_bytes: int, iters: int,
+                  warmup: int, timeout_s: float, device: str = "cpu") -> list[PairResult]:
+    """All pairs of a round at once: each pair's leader ranks ping-pong on their own 2-rank group (every
+    rank creates every group, in order). One checked exchange first (it also warms the connection), then
+    ``warmup - 1`` more, then ``iters`` timed. Every rank returns every pair's result."""
     from datetime import timedelta
 
     import torch
     import torch.distributed as dist
 
     rank = dist.get_rank()
-    table = torch.zeros(nnodes, nnodes, dtype=torch.float64, device=device)
-    wait = timedelta(seconds=timeout_s)
-    for a, b in pairs:
-        if rank not in (leaders[a], leaders[b]):
+    groups = [dist.new_group([leaders[a], leaders[b]], timeout=timedelta(seconds=timeout_s)) for a, b in pairs]
+    times = torch.zeros(len(pairs), dtype=torch.float64, device=device)
+    wrong = torch.zeros(len(pairs), dtype=torch.int64, device=device)
+    for k, (a, b) in enumerate(pairs):
+        ends = (leaders[a], leaders[b])
+        if rank not in ends:
             continue
-        peer = leaders[b] if rank == leaders[a] else leaders[a]
-        send = torch.ones(size_bytes // 4, device=device)
-        recv = torch.empty_like(send)
-
-        def exchange():
-            works = [dist.isend(send, peer), dist.irecv(recv, peer)]
-            for w in works:
-                w.wait(wait)
-
-        exchange()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            exchange()
-        seconds = time.perf_counter() - t0
-        if rank == leaders[a]:
-            table[a, b] = size_bytes * iters / seconds / 1e9
-    dist.all_reduce(table, op=dist.ReduceOp.MAX)
-    return {(a, b): float(table[a, b]) for a, b in pairs}
+        fn, check = ping_pong(size_bytes, ends, rank, device)
+        wrong[k] = check(groups[k])
+        for _ in range(warmup - 1):
+            fn(groups[k])
+        times[k] = time_loop(fn, groups[k], iters, device)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    dist.all_reduce(wrong)
+    out = []
+    for k, (a, b) in enumerate(pairs):
+        s = float(times[k].item())
+        out.append(PairResult(a=a, b=b, size_bytes=size_bytes, iters=iters, time_us=s * 1e6,
+                              busbw_gbps=2 * size_bytes / s / 1e9 if s > 0 else 0.0, wrong=int(wrong[k].item()),
+                              round=round_no))
+    return out
 
 
-def localise(leaders: list[int], *, size_bytes: int, iters: int, timeout_s: float, floor_gbps: float = 0.0,
-             device: str = "cpu", on_round=None) -> Localisation:
-    """Run rounds until every node is resolved (or nothing new can be tested). Same result on every rank."""
+def localise(leaders: list[int], *, size_bytes: int, iters: int, warmup: int = 1, timeout_s: float,
+             floor_gbps: float = 0.0, device: str = "cpu",
+             on_round: Callable[[int, list[tuple[int, int]]], None] | None = None,
+             on_measured: Callable[[int, list[PairResult]], None] | None = None) -> Localisation:
+    """Rounds until every node is resolved (or nothing new can be tested); the same result on every rank.
+    ``on_round(i, pairs)`` runs before round i (stage marks), ``on_measured(i, results)`` after it."""
     t0 = time.monotonic()
     loc = Localisation(nnodes=len(leaders), floor_gbps=floor_gbps)
     pairs = first_round(len(leaders))
     while pairs:
+        i = len(loc.rounds) + 1
         if on_round:
-            on_round(len(loc.rounds) + 1, pairs)
-        loc.links.update(measure_round(pairs, leaders, len(leaders), size_bytes=size_bytes, iters=iters,
-                                       timeout_s=timeout_s, device=device))
-        loc.rounds.append(pairs)
+            on_round(i, pairs)
+        results = measure_round(pairs, leaders, round_no=i, size_bytes=size_bytes, iters=iters, warmup=warmup,
+                                timeout_s=timeout_s, device=device)
+        loc.add(results)
+        if on_measured:
+            on_measured(i, results)
         pairs = next_round(loc)
     loc.seconds = time.monotonic() - t0
     return loc

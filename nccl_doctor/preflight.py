@@ -10,7 +10,7 @@ One *launcher* per node (``srun --ntasks-per-node=1 nccl-doctor preflight``, or 
 3. node 0 compares the nodes (``consistency.py``) and says go or stop;
 4. each launcher starts its ranks directly (``python -m nccl_doctor preflight --worker``), whose process
    group rides on the same store. Ranks run ``bench`` on the HSDP mesh with NCCL logs captured into a
-   private directory, then bad-node localisation (``localize.py``), then ``--fsdp-smoke``;
+   private directory, then the node-pair pass (``localize.py``, as in ``bench``), then ``--fsdp-smoke``;
 5. node 0 watches every rank's stage, every node's heartbeat, its deadlines; on a failure it names
    the stage and the hosts/ranks that had not arrived (or stopped heart-beating), kills its ranks and
    tells the other nodes the verdict through the store. Every node exits with that code.
@@ -47,7 +47,6 @@ STAGE_POLL_S = 1.0
 PAIR_SIZE = {"cpu": 4 << 20, "cuda": 256 << 20}
 PAIR_ITERS = 3
 BENCH_SIZES = {"cpu": (1 << 20, 4 << 20), "cuda": (64 << 20, 256 << 20)}
-LINE_RATE_FLOOR = {"gloo": 0.05, "nccl": 0.25}  # a pair below this share of the line rate is slow
 QUICK_SWEEP_CODES = {"ND306", "ND307"}  # the bench's "sweep too short" warnings: preflight is short on purpose
 
 

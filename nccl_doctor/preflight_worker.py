@@ -1,4 +1,4 @@
-"""The rank side of ``preflight``: init, bench on the HSDP mesh, localisation, optional FSDP smoke.
+"""The rank side of ``preflight``: init, bench on the HSDP mesh, the node-pair pass, optional FSDP smoke.
 
 Started by ``preflight.Launcher`` with RANK/WORLD_SIZE/... and MASTER_ADDR:MASTER_PORT pointing at the
 launcher's TCPStore on node 0. Each rank writes its current stage to ``stage/<rank>`` there (so node 0
@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from .report import Finding, Severity, Table, Where
+from .report import Finding, Severity, Where
 
 PREFIX = "nccl-doctor preflight"
 
@@ -84,11 +84,13 @@ def _say(msg: str) -> None:
 
 def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
     """Everything after init; rank 0's return value is the result (the others' is discarded)."""
+    from dataclasses import replace
+
     import torch.distributed as dist
 
     from . import bench_worker as bw
     from .bench import build_report, judge
-    from .preflight import BENCH_SIZES, LINE_RATE_FLOOR, QUICK_SWEEP_CODES
+    from .preflight import BENCH_SIZES, PAIR_ITERS, PAIR_SIZE, QUICK_SWEEP_CODES
 
     rank = dist.get_rank()
     kind = device.split(":")[0]
@@ -96,9 +98,16 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
     timings: dict[str, float] = {}
 
     class Stages(bw.Stages):
+        """The bench's stage marks, mirrored into the launcher's store (``prefix`` + name)."""
+
+        prefix = ""
+
         def enter(self, name: str) -> None:
             super().enter(name)
-            stage(f"bench {name}")
+            stage(f"{self.prefix}{name}")
+
+    class BenchStages(Stages):
+        prefix = "bench "
 
     t = time.monotonic()
     groups = ("intra", "inter") if nnodes > 1 else ("world",)
@@ -106,16 +115,17 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
                          iters=5, warmup=1, pairs=False, timeout_s=args.collective_timeout)
     if rank == 0:
         _say(f"bench: {', '.join(cfg.ops)} on {', '.join(groups)} at {len(cfg.sizes)} sizes")
-    bench = bw.run_bench(cfg, env=env, stages=Stages(rank, socket.gethostname(), env))
+    bench = bw.run_bench(cfg, env=env, stages=BenchStages(rank, socket.gethostname(), env))
     timings["bench"] = round(time.monotonic() - t, 2)
-    findings = [f for f in judge(bench) if f.code not in QUICK_SWEEP_CODES]
-    bench_report = build_report(bench, findings)
 
     t = time.monotonic()
-    loc_findings, loc_table, loc_data = _localise(bench, stage, device, args,
-                                                  LINE_RATE_FLOOR.get(bench.backend, 0.05), rank)
+    if bench.nnodes > 1:  # the same node-pair pass as `bench` (localize.py), judged by the same rule
+        pair_cfg = replace(cfg, pair_size=PAIR_SIZE[kind], iters=PAIR_ITERS, warmup=1)
+        bw.measure_nodes(bench, pair_cfg, Stages(rank, socket.gethostname(), env), say=_say if rank == 0 else None)
     timings["localise"] = round(time.monotonic() - t, 2)
-    findings += loc_findings
+    findings = [f for f in judge(bench) if f.code not in QUICK_SWEEP_CODES]
+    bench_report = build_report(bench, findings)
+    localisation = bench_report.data.pop("localisation") or {"skipped": "one node: no inter-node link to test"}
 
     smoke_data = None
     if args.fsdp_smoke:
@@ -125,13 +135,13 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
         findings += f
         timings["fsdp_smoke"] = round(time.monotonic() - t, 2)
 
-    tables = list(bench_report.tables) + ([loc_table] if loc_table else [])
     return {
         "findings": [f.as_dict() for f in findings],
-        "tables": [{"title": t.title, "columns": list(t.columns), "rows": [list(r) for r in t.rows]} for t in tables],
+        "tables": [{"title": t.title, "columns": list(t.columns), "rows": [list(r) for r in t.rows]}
+                   for t in bench_report.tables],
         "notes": [f"bench: a short sweep ({', '.join(_size(s) for s in cfg.sizes)}, {cfg.iters} iterations); run "
                   "`nccl-doctor bench` for the full one"] + list(bench_report.notes),
-        "data": {"backend": bench.backend, "bench": bench_report.data, "localisation": loc_data,
+        "data": {"backend": bench.backend, "bench": bench_report.data, "localisation": localisation,
                  "fsdp_smoke": smoke_data},
         "timings_s": timings,
     }
@@ -141,74 +151,6 @@ def _size(n: int) -> str:
     from .busbw import format_size
 
     return format_size(n)
-
-
-def _localise(bench, stage: StageKeys, device: str, args, floor_share: float, rank: int):
-    """Disjoint pairs, then suspects against known-good nodes; rank 0 builds the findings."""
-    from .localize import localise, predict_rounds, predicted_seconds
-    from .preflight import PAIR_ITERS, PAIR_SIZE
-
-    nodes = bench.nodes
-    if len(nodes) < 2:
-        return [], None, {"skipped": "one node: no inter-node link to test"}
-    kind = device.split(":")[0]
-    size, iters = PAIR_SIZE[kind], PAIR_ITERS
-    links = [n.link_mbit for n in nodes if n.link_mbit]
-    line_gbps = min(links) / 8000 if links else 0.0
-    floor = floor_share * line_gbps
-    healthy, one_bad = predict_rounds(len(nodes))
-    per_round_gbps = line_gbps or 1.0
-    predicted = (predicted_seconds(healthy, size, iters + 1, per_round_gbps),
-                 predicted_seconds(one_bad, size, iters + 1, per_round_gbps))
-    if rank == 0:
-        _say(f"localisation: {len(nodes)} nodes -> {healthy} round(s) of disjoint pairs when healthy, {one_bad} "
-             f"with one bad node; {_size(size)} x {iters + 1} each way per pair; predicted "
-             f"{predicted[0]:.1f}-{predicted[1]:.1f} s at line rate"
-             + (f" ({line_gbps:.2f} GB/s)" if line_gbps else " (line rate unknown: 1 GB/s assumed)"))
-
-    def on_round(i, pairs):
-        stage(f"localise round {i}: " + " ".join(f"{nodes[a].host}<->{nodes[b].host}" for a, b in pairs))
-
-    loc = localise([n.ranks[0] for n in nodes], size_bytes=size, iters=iters,
-                   timeout_s=args.collective_timeout, floor_gbps=floor, device=device, on_round=on_round)
-    host = [n.host for n in nodes]
-    findings: list[Finding] = []
-    best = max(loc.links, key=loc.links.get)
-    for b in loc.bad():
-        mine = sorted((k for k in loc.links if b in k), key=loc.links.get)
-        txt = ", ".join(f"{host[k[0] if k[1] == b else k[1]]} {loc.links[k]:.3f} GB/s" for k in mine)
-        iface = nodes[b].iface or "<iface>"
-        findings.append(Finding(
-            code="ND408", severity=Severity.FAIL, where=Where(host=host[b], iface=nodes[b].iface),
-            message=f"{host[b]} is the slow node: every link from it is slow ({txt}) while "
-                    f"{host[best[0]]}<->{host[best[1]]} moves {loc.links[best]:.3f} GB/s",
-            fix=f"drain {host[b]} (`scontrol update nodename={host[b]} state=drain reason=preflight-slow-link`) and "
-                f"check its link: `ethtool {iface}`, `tc qdisc show dev {iface}`, cable and switch port"))
-    bad = set(loc.bad())
-    for a, b in loc.slow_links():
-        if a in bad or b in bad:
-            continue
-        findings.append(Finding(
-            code="ND409", severity=Severity.FAIL, where=Where(host=f"{host[a]}, {host[b]}"),
-            message=f"the link {host[a]}<->{host[b]} moves {loc.links[(a, b)]:.3f} GB/s (below "
-                    f"{floor:.3f} GB/s, {floor_share:.0%} of the line rate); no third node tells which end is slow",
-            fix=f"rerun with one more node, or check both ends: `ethtool`, `tc qdisc show` on {host[a]} and {host[b]}"))
-    if not findings:
-        findings.append(Finding(
-            code="ND408", severity=Severity.PASS,
-            message=f"no slow node: {len(loc.links)} node pair(s) in {len(loc.rounds)} round(s), slowest "
-                    f"{min(loc.links.values()):.3f} GB/s, fastest {loc.links[best]:.3f} GB/s"))
-    table = Table(title=f"node pairs ({_size(size)} each way, {iters} timed exchanges; rounds of disjoint pairs)",
-                  columns=("round", "pair", "GB/s per direction", "slow"),
-                  rows=tuple((str(i + 1), f"{host[a]}<->{host[b]}", f"{loc.links[(a, b)]:.3f}",
-                              "yes" if loc.slow((a, b)) else "")
-                             for i, r in enumerate(loc.rounds) for a, b in r))
-    data = {"rounds": [[[host[a], host[b]] for a, b in r] for r in loc.rounds],
-            "links": [{"a": host[a], "b": host[b], "gbps": round(v, 4), "slow": loc.slow((a, b))}
-                      for (a, b), v in sorted(loc.links.items())],
-            "bad_nodes": [host[b] for b in loc.bad()], "floor_gbps": round(floor, 4),
-            "predicted_s": [round(p, 2) for p in predicted], "seconds": round(loc.seconds, 2)}
-    return findings, table, data
 
 
 def _smoke(bench, device: str, env: Mapping[str, str]):

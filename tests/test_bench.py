@@ -10,6 +10,7 @@ import pytest
 from nccl_doctor import bench
 from nccl_doctor.busbw import bus_factor
 from nccl_doctor.launch import SlurmInfo
+from nccl_doctor.localize import Localisation, first_round, next_round
 
 bw = pytest.importorskip("nccl_doctor.bench_worker")  # imports torch (bench is never used without it)
 
@@ -38,19 +39,54 @@ def codes(findings):
     return sorted(f.code for f in findings)
 
 
-def test_pair_rounds_are_disjoint_and_linear():
-    assert bw.pair_rounds(1) == [] and bw.pair_rounds(2) == [[(0, 1)]]
-    for n in (3, 4, 7, 64):
-        rounds = bw.pair_rounds(n)
-        assert len(rounds) <= 3 and sum(map(len, rounds)) == n  # O(N) pairs, never all-pairs
-        for r in rounds:
-            members = [x for p in r for x in p]
-            assert len(members) == len(set(members))
-        for i in range(n):  # every node meets two partners
-            assert sum(i in p for r in rounds for p in r) == 2
+def planned_pairs(nnodes, gbps_of):
+    """The pairs a run would measure: localize's real planning loop with a bandwidth oracle."""
+    loc = Localisation(nnodes=nnodes)
+    pairs, out = first_round(nnodes), []
+    while pairs:
+        got = [bw.PairResult(a=a, b=b, size_bytes=16 << 20, iters=5, time_us=1.0, busbw_gbps=gbps_of(a, b), wrong=0,
+                             round=len(loc.rounds) + 1) for a, b in pairs]
+        loc.add(got)
+        out += got
+        pairs = next_round(loc)
+    return out
 
 
-def test_slow_node_named_against_peer_median():
+def test_good_partner_of_a_slow_node_is_retested_not_blamed():
+    nodes = [node(i, f"n{i + 1}", [i]) for i in range(4)]
+    pairs = planned_pairs(4, lambda a, b: 0.02 if 3 in (a, b) else 0.9)  # n4 slow; round 1 pairs it with n3
+    assert [p.round for p in pairs] == [1, 1, 2, 2]
+    r = result(nodes, [meas()], pairs)
+    fs = bench.judge(r)
+    assert [(f.code, f.where.host) for f in fs if f.severity.value == "fail"] == [("ND302", "n4")]
+    assert "slow with every partner" in fs[0].message and "drain n4" in fs[0].fix
+    rows = {row["host"]: row for row in bench.node_rows(r)}
+    assert rows["n3"]["inter_node_busbw_gbps"] == 0.9 and rows["n3"]["pairs"] == ["n4", "n1"]
+    assert [h for h, row in rows.items() if row["slow"]] == ["n4"]
+    rep = bench.build_report(r, fs)
+    assert rep.data["localisation"]["bad_nodes"] == ["n4"] and len(rep.data["localisation"]["rounds"]) == 2
+    # round 1 alone: n3 and n4 share one slow link and nobody proved either good -> the link, not a node
+    first = [p for p in pairs if p.round == 1]
+    fs1 = [f for f in bench.judge(result(nodes, [meas()], first)) if f.severity.value == "fail"]
+    assert [f.code for f in fs1] == ["ND303"] and "n3 and n4" in fs1[0].message
+    assert "cannot tell which end" in fs1[0].message
+
+
+def test_uniformly_slow_cluster_is_one_finding_not_one_per_pair():
+    nodes = [node(i, f"n{i + 1}", [i]) for i in range(6)]  # 10 Gb/s links: Gloo floor 0.0625 GB/s
+    r = result(nodes, [meas()], planned_pairs(6, lambda a, b: 0.01))
+    (f,) = [f for f in bench.judge(r) if f.severity.value == "fail"]
+    assert f.code == "ND303" and "every node pair is slow" in f.message and "0.062 GB/s floor" in f.message
+
+
+def test_slow_path_between_two_good_nodes_blames_neither():
+    nodes = [node(i, f"n{i + 1}", [i]) for i in range(3)]
+    pairs = [pair(0, 1, 0.02), pair(0, 2, 0.9), pair(1, 2, 0.9)]
+    fails = [f for f in bench.judge(result(nodes, [meas()], pairs)) if f.severity.value == "fail"]
+    assert [f.code for f in fails] == ["ND303"] and "path between them" in fails[0].message
+
+
+def test_slow_node_named_against_known_good_peers():
     nodes = [node(0, "n1", [0]), node(1, "n2", [1]), node(2, "n3", [2])]
     # ring n1-n2, n2-n3, n3-n1: n2 is slow with both partners
     r = result(nodes, [meas()], [pair(0, 1, 0.024), pair(1, 2, 0.023), pair(2, 0, 0.6)])
@@ -82,6 +118,16 @@ def test_untrustworthy_figures_warn():
                       tasks_per_node=None)
     got = codes(bench.judge(r, slurm=slurm))
     assert {"ND305", "ND306", "ND307", "ND308"} <= set(got)
+
+
+def test_nominal_veth_speed_is_no_ceiling():
+    nodes = [bw.NodeInfo(index=i, host=f"n{i + 1}", ranks=(i,), iface="eth1", link_mbit=10000, nominal_link=True)
+             for i in range(2)]
+    r = result(nodes, [meas()], [pair(0, 1, 3.2)])  # 2.5x the 1.25 GB/s a veth claims
+    assert "ND305" not in codes(bench.judge(r))
+    assert any("nominal sysfs speed" in n for n in bench.build_report(r, bench.judge(r)).notes)
+    r.nodes = [node(0, "n1", [0]), node(1, "n2", [1])]  # a real 10 Gb/s NIC: the same figure is impossible
+    assert "ND305" in codes(bench.judge(r))
 
 
 def test_report_tables_and_json_keys():

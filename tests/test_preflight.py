@@ -78,6 +78,6 @@ def test_plan_rejects_several_tasks_per_node():
 
 
 def test_findings_survive_the_trip_through_the_store():
-    f = Finding(code="ND408", severity=Severity.FAIL, message="m", fix="x", where=Where(host="n2", iface="eth1"),
+    f = Finding(code="ND302", severity=Severity.FAIL, message="m", fix="x", where=Where(host="n2", iface="eth1"),
                 evidence=("a", "b"))
     assert finding_from_dict(json.loads(json.dumps(f.as_dict()))) == f

@@ -56,7 +56,10 @@ def test_healthy_two_nodes_pass(job_env):
     # in namespaces every NIC is a veth: the probe's warning about that is the only acceptable one
     assert {f["code"] for f in doc["findings"] if f["severity"] == "warn"} <= {"ND206"}, out
     assert doc["nnodes"] == 2 and doc["hosts"] == ["n1", "n2"]
-    assert {(f["code"], f["severity"]) for f in doc["findings"]} >= {("ND408", "pass"), ("ND401", "pass")}
+    assert {(f["code"], f["severity"]) for f in doc["findings"]} >= {("ND300", "pass"), ("ND401", "pass")}
+    [ok] = [f for f in doc["findings"] if f["code"] == "ND300"]
+    assert "no slow node or link: 1 node pair(s) in 1 round(s)" in ok["message"]  # the pair pass ran, found none
+    assert doc["localisation"]["bad_nodes"] == [] and doc["localisation"]["rounds"] == [[["n1", "n2"]]]
     assert "NCCL log check skipped" in out  # CPU only: Gloo ran, and the report says why NCCL logs are absent
     assert "fit for multi-node training" in out
     assert sc.leftovers() == []
@@ -68,7 +71,7 @@ def test_three_nodes_one_throttled_fails_naming_it(job_env):
         rc, out = sc.submit(SBATCH, env=job_env, timeout=DEADLINE + 30)
         doc = _report(sc)
     assert rc == 1, out
-    slow = [f for f in _fails(doc) if f["code"] == "ND408"]
+    slow = [f for f in _fails(doc) if f["code"] == "ND302"]
     assert [f["where"]["host"] for f in slow] == ["n2"], out
     assert doc["localisation"]["bad_nodes"] == ["n2"]
     assert "drain n2" in slow[0]["fix"]
