@@ -52,9 +52,8 @@ def test_healthy_two_nodes_pass(job_env):
         rc, out = sc.submit(SBATCH, env=job_env, timeout=DEADLINE + 30)
         assert rc == 0, out
         doc = _report(sc)
-    assert doc["verdict"] != "fail" and _fails(doc) == [], out
-    # in namespaces every NIC is a veth: the probe's warning about that is the only acceptable one
-    assert {f["code"] for f in doc["findings"] if f["severity"] == "warn"} <= {"ND206"}, out
+    # each namespace node's eth1 is a veth uplink (as in a container): a data interface, nothing to warn about
+    assert doc["verdict"] == "pass", out
     assert doc["nnodes"] == 2 and doc["hosts"] == ["n1", "n2"]
     assert {(f["code"], f["severity"]) for f in doc["findings"]} >= {("ND300", "pass"), ("ND401", "pass")}
     [ok] = [f for f in doc["findings"] if f["code"] == "ND300"]
