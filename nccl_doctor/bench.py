@@ -123,6 +123,9 @@ def run(args: argparse.Namespace) -> Report | int:
     check_args(args)
     if in_worker(os.environ):
         return run_worker(args, os.environ)
+    blocked = launch_blockers(args, os.environ)
+    if blocked is not None:
+        return blocked
     cfg = plan_launch(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
                       rdzv_id=args.rdzv_id, join_timeout_s=args.deadline + 60,  # our deadline fires first
                       deadline_s=args.deadline, env=os.environ)
@@ -142,6 +145,27 @@ def run(args: argparse.Namespace) -> Report | int:
                    "worker_log": outcome.log_path}
     if outcome.log_path:
         report.notes.append(f"torchrun's and the workers' stderr on {outcome.host}: {outcome.log_path}")
+    return report
+
+
+# probe findings that make a launch pointless, by the backend the ranks will use
+BLOCKERS = {"gloo": {"ND216"}, "nccl": {"ND202", "ND222", "ND224"}}
+
+
+def launch_blockers(args: argparse.Namespace, env: Mapping[str, str], root: Path = Path("/")) -> Report | None:
+    """Probe this node first (~30 ms): an interface variable that matches nothing would only surface
+    minutes later as an init timeout on every rank. Returns the report to show instead of launching."""
+    from .launch import visible_gpus
+    from .probe import check, probe_node
+
+    backend = "nccl" if visible_gpus(env) and not args.cpu else "gloo"
+    findings = [f for f in check(probe_node(root, env)) if f.code in BLOCKERS[backend]
+                and f.severity is Severity.FAIL]
+    if not findings:
+        return None
+    report = Report(command="bench", findings=findings)
+    report.summary = f"not launched: this node's {backend.upper()} interface settings cannot work"
+    report.data = {"stage": "probe", "backend": backend, "results": [], "nodes": []}
     return report
 
 

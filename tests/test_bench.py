@@ -203,3 +203,32 @@ def test_hung_rank_is_named_with_its_stage():
     log = doc["worker_log"]
     assert f"stderr: {log}" in proc.stderr and "ChildFailedError" in open(log).read()
     os.unlink(log)
+
+
+def test_bad_interface_variable_blocks_the_launch_before_any_rank_starts(tmp_path):
+    """GLOO_SOCKET_IFNAME naming nothing fails in milliseconds with the fix, instead of an init timeout;
+    an NCCL-only typo does not stop a Gloo run."""
+    import argparse
+
+    import sysfs_builder
+
+    from nccl_doctor.bench import launch_blockers
+
+    root = sysfs_builder.build(sysfs_builder.cloud_vm(), tmp_path)
+    cpu = argparse.Namespace(cpu=True)
+    report = launch_blockers(cpu, {"GLOO_SOCKET_IFNAME": "ib9"}, root)
+    assert report is not None and report.verdict.value == "fail"
+    [f] = report.findings
+    assert f.code == "ND216" and f.where.iface == "ib9" and f.fix == "export GLOO_SOCKET_IFNAME=ens5"
+    assert launch_blockers(cpu, {"NCCL_SOCKET_IFNAME": "ib9"}, root) is None
+    assert launch_blockers(cpu, {}, root) is None
+
+
+def test_bad_gloo_ifname_cli_exits_1_without_launching(venv_env):
+    env = {**venv_env, "GLOO_SOCKET_IFNAME": "nonexistent9"}
+    p = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--cpu", "--format", "json"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["stage"] == "probe" and [f["code"] for f in doc["findings"]] == ["ND216"]
+    assert "torch" not in p.stderr  # nothing was launched
