@@ -24,7 +24,7 @@ GPU_INTRA = {
     "0x20f1": ("A100 PCIe", 24.0, "PCIe Gen4 x16"),
     "0x20b5": ("A100 PCIe", 24.0, "PCIe Gen4 x16"),
     "0x2330": ("H100 SXM5", 370.0, "NVLink 4: 18 links x 20.6 GB/s"),
-    "0x2324": ("H800 SXM5", 370.0, "NVLink 4: 18 links x 20.6 GB/s"),
+    "0x2324": ("H800 SXM5", 165.0, "NVLink 4, export-limited (H800: 8 links x 20.6 GB/s)"),
     "0x2335": ("H200 SXM", 370.0, "NVLink 4: 18 links x 20.6 GB/s"),
     "0x2331": ("H100 PCIe", 48.0, "PCIe Gen5 x16"),
     "0x2901": ("B200", 722.0, "NVLink 5: 18 links x 40.1 GB/s"),
