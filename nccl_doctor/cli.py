@@ -53,33 +53,69 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     return parser
 
 
-def write_output(path: Path, text: str, *, inputs: tuple[Path, ...] = ()) -> None:
-    """Write atomically; never over one of the user's inputs."""
+def _inputs(args: argparse.Namespace) -> tuple[Path, ...]:
+    """What the user gave us to read (never to be overwritten): ``args.inputs`` of any command."""
+    return tuple(Path(i) for i in (getattr(args, "inputs", None) or ()) if str(i) != "-")
+
+
+def check_output(path: Path, *, inputs: tuple[Path, ...] = ()) -> Path:
+    """Refuse an output path up front, before minutes of work: it must be a new or regular file in an
+    existing writable directory, and neither one of the inputs nor inside an input directory."""
+    if str(path) == "-":
+        raise DoctorError("--json-out/--junit-out take a file name; use --format json for stdout")
     target = path.resolve()
-    if any(target == Path(i).resolve() for i in inputs):
-        raise DoctorError(f"refusing to write {path}: it is one of the inputs")
+    for i in inputs:
+        src = i.resolve()
+        if target == src or (src.is_dir() and src in target.parents):
+            raise DoctorError(f"refusing to write {path}: it is (inside) the input {i}")
     if target.is_dir():
         raise DoctorError(f"cannot write {path}: it is a directory")
+    if not target.parent.is_dir():
+        raise DoctorError(f"cannot write {path}: directory {target.parent} does not exist")
+    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise DoctorError(f"cannot write {path}: permission denied")
+    return target
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    outs = [p for p in (args.json_out, args.junit_out) if p is not None]
+    resolved = [check_output(p, inputs=_inputs(args)) for p in outs]
+    if len(set(resolved)) < len(resolved):
+        raise DoctorError("--json-out and --junit-out name the same file")
+
+
+def write_output(path: Path, text: str, *, inputs: tuple[Path, ...] = ()) -> None:
+    """Write atomically (a reader never sees half a report), with the usual umask-based mode."""
+    target = check_output(path, inputs=inputs)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the report from a dashboard user
         os.replace(tmp, target)
     except OSError as exc:
         raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def emit(report: Report, args: argparse.Namespace, *, inputs: tuple[Path, ...] = ()) -> int:
+    """Render to stdout first (the report is never lost), then the files. The exit code is the
+    verdict's; 2 if a file could not be written."""
+    try:
+        if args.format == "json":
+            sys.stdout.write(render_json(report))
+        else:
+            render_text(report, make_console(sys.stdout))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `nccl-doctor probe | head`: the reader left; the verdict still decides
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    inputs = inputs or _inputs(args)
     if args.json_out:
         write_output(args.json_out, render_json(report), inputs=inputs)
     if args.junit_out:
         write_output(args.junit_out, render_junit(report), inputs=inputs)
-    if args.format == "json":
-        sys.stdout.write(render_json(report))
-    else:
-        render_text(report, make_console(sys.stdout))
-    sys.stdout.flush()
     return exit_code(report, strict=args.strict)
 
 
@@ -89,18 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
+        check_outputs(args)
         result = module.run(args)
         if isinstance(result, int):
             return result
-        return emit(result, args, inputs=tuple(getattr(args, "inputs", ()) or ()))
+        return emit(result, args)
     except DoctorError as exc:
         print(f"nccl-doctor {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"nccl-doctor {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # `nccl-doctor parse big.log | head`: the reader left; that is not our failure.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from typing import IO, Any
 from xml.etree import ElementTree as ET
 
@@ -19,12 +18,19 @@ from .report import SCHEMA_VERSION, Report, Severity
 _STYLE = {Severity.PASS: "bold green", Severity.WARN: "bold yellow", Severity.FAIL: "bold red"}
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich exits 1 when the reader leaves (``| head``); the exit code belongs to the verdict."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def make_console(file: IO[str], *, width: int | None = None) -> Console:
     """A console for job logs as well as terminals: no colour off a TTY, ``NO_COLOR`` honoured
     (by rich), and a wide fixed width when not a terminal so tables don't wrap in a log file."""
     if width is None and not (hasattr(file, "isatty") and file.isatty()):
         width = int(os.environ.get("COLUMNS", "0") or 0) or 140
-    return Console(file=file, width=width, highlight=False, soft_wrap=False)
+    return _Console(file=file, width=width, highlight=False, soft_wrap=False)
 
 
 def verdict_line(report: Report) -> str:
@@ -37,7 +43,7 @@ def verdict_line(report: Report) -> str:
 
 
 def render_text(report: Report, console: Console) -> None:
-    console.print(Text(verdict_line(report), style=_STYLE[report.verdict]))
+    console.print(Text(verdict_line(report), style=_STYLE[report.verdict]), soft_wrap=True)
     for table in report.tables:
         rt = RichTable(title=escape(table.title), caption=table.caption and escape(table.caption),
                        title_justify="left", show_lines=False)
@@ -56,13 +62,13 @@ def render_text(report: Report, console: Console) -> None:
         if where:
             head.append(f"({where}) ", style="cyan")
         head.append(f.message)
-        console.print(head)
+        console.print(head, soft_wrap=True)  # never hard-wrapped: `grep ND110 job.log` gets the whole line
         for ev in f.evidence[:3]:
-            console.print(Text(f"    | {ev}", style="dim"))
+            console.print(Text(f"    | {ev}", style="dim"), soft_wrap=True)
         if f.fix:
-            console.print(Text(f"    fix: {f.fix}", style="green"))
+            console.print(Text(f"    fix: {f.fix}", style="green"), soft_wrap=True)
     for note in report.notes:
-        console.print(Text(note, style="dim"))
+        console.print(Text(note, style="dim"), soft_wrap=True)
 
 
 def report_dict(report: Report) -> dict[str, Any]:
@@ -88,8 +94,8 @@ def render_junit(report: Report) -> str:
     """A testsuite per host, a testcase per finding (named by code); fail = failure, warn = passed
     with system-out (dashboards treat warnings as green, as the exit code does)."""
     by_host: dict[str, list] = {}
-    for f in report.sorted_findings():
-        by_host.setdefault(f.where.host or socket.gethostname(), []).append(f)
+    for f in report.sorted_findings():  # findings about no one host (a log, the whole job) go to "all"
+        by_host.setdefault(f.where.host or "all", []).append(f)
     root = ET.Element("testsuites", name=f"nccl-doctor {report.command}")
     total = fails = 0
     for host, findings in sorted(by_host.items()):
