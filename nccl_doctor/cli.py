@@ -54,8 +54,10 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def _inputs(args: argparse.Namespace) -> tuple[Path, ...]:
-    """What the user gave us to read (never to be overwritten): ``args.inputs`` of any command."""
-    return tuple(Path(i) for i in (getattr(args, "inputs", None) or ()) if str(i) != "-")
+    """What the user gave us to read (never to be overwritten): log paths, and a probe ``--root``
+    snapshot or tree (but not the live ``/``, which holds everything)."""
+    given = [*(getattr(args, "inputs", None) or ()), getattr(args, "root", None)]
+    return tuple(Path(i) for i in given if i is not None and str(i) not in ("-", "/"))
 
 
 def check_output(path: Path, *, inputs: tuple[Path, ...] = ()) -> Path:

@@ -52,8 +52,10 @@ def probe_node(root: Path | str = "/", env: Mapping[str, str] | None = None, *, 
     """Read and classify the node under ``root``; compute what NCCL and Gloo will use with ``env``."""
     env = dict(os.environ if env is None else env)
     fs = fs or FsReader(root)
+    if not fs.root.exists():
+        raise InputError(f"--root {root}: does not exist")
     if not fs.root.is_dir():
-        raise InputError(f"--root {root}: not a directory")
+        raise InputError(f"--root {root}: not a directory or a .tar.gz snapshot")
     if not fs.is_dir("/sys/class/net"):
         raise InputError(f"--root {root}: no sys/class/net under it (not a Linux root or snapshot)")
     facts = read_node(fs)
@@ -160,8 +162,7 @@ def check_socket(node: NodeProbe) -> list[Finding]:
             out.append(_f("ND204", WARN, node, f"NCCL_SOCKET_IFNAME={v}{src}: '=^' reads as the exact name "
                           f"'{v[1:]}', not an exclusion; NCCL wants '^' before '='", f"export NCCL_SOCKET_IFNAME=^={v[2:]}"))
         if '"' in v or "'" in v:
-            out.append(_f("ND204", WARN, node, f"NCCL_SOCKET_IFNAME={v}{src} contains quotes, which NCCL keeps "
-                          "as part of the interface name", "remove the quotes from the conf file"))
+            out.append(_quoted_ifname(node, v))
         if not sc.ifaces:
             if sc.matched_not_running:
                 out.append(_f("ND203", FAIL, node, f"NCCL_SOCKET_IFNAME={v}{src} matches only "
@@ -199,6 +200,18 @@ def check_socket(node: NodeProbe) -> list[Finding]:
             out.append(_f("ND206", WARN, node, f"NCCL will use {b.name}, a {what} interface, for bootstrap ({sc.rule}); "
                           "other nodes usually cannot reach it", fix_if, iface=b.name))
     return out
+
+
+def _quoted_ifname(node: NodeProbe, v: str) -> Finding:
+    """Quotes NCCL keeps verbatim; the fix points where the value came from (environment or conf file)."""
+    bare = v.replace('"', "").replace("'", "")
+    source = node.settings.source("NCCL_SOCKET_IFNAME")
+    if source in (None, "environment"):
+        where, fix, file = "the environment", f"export NCCL_SOCKET_IFNAME={bare}", None
+    else:
+        where, fix, file = source, f"remove the quotes in {source}: NCCL_SOCKET_IFNAME={bare}", source
+    return _f("ND204", WARN, node, f"NCCL_SOCKET_IFNAME={v} (from {where}) contains quotes, which NCCL keeps as "
+              "part of the interface name", fix, file=file)
 
 
 def _fmt_speed(i: Interface) -> str:
@@ -412,11 +425,33 @@ def check_env(node: NodeProbe) -> list[Finding]:
     return out
 
 
+def no_interface_code(node: NodeProbe) -> str | None:
+    """The finding that explains why NCCL has no socket interface (None when it has one)."""
+    sc = node.nccl_socket
+    if sc.ifaces:
+        return None
+    if sc.user_value is None:
+        return "ND224"
+    return "ND203" if sc.matched_not_running else "ND202"
+
+
+def nccl_line(node: NodeProbe) -> str:
+    """One phrase for what NCCL will do between nodes; never reads as fine when it cannot start."""
+    sc, ib = node.nccl_socket, node.nccl_ib
+    why = no_interface_code(node)
+    if why:
+        return f"NCCL cannot bootstrap: no interface selected (see {why})"
+    data = f"IB ports {', '.join(ib.ports)}" if ib.ports else f"TCP sockets over {', '.join(sc.ifaces)}"
+    return f"NCCL bootstrap: {sc.bootstrap} ({sc.rule}); inter-node data: {data}"
+
+
 def check_summary(node: NodeProbe) -> list[Finding]:
-    sc, ib, g = node.nccl_socket, node.nccl_ib, node.gloo
-    data = f"IB ports {', '.join(ib.ports)}" if ib.ports else f"TCP sockets over {', '.join(sc.ifaces) or 'nothing'}"
-    msg = (f"NCCL bootstrap: {sc.bootstrap or 'none'} ({sc.rule}); inter-node data: {data}; "
-           f"Gloo: {', '.join(g.ifaces) or 'unknown'} ({g.rule})")
+    """The PASS line saying what NCCL and Gloo will use. When NCCL has no interface there is nothing
+    to summarise: the failing finding (ND202/ND203/ND224) says it, and the report summary repeats it."""
+    if no_interface_code(node):
+        return []
+    g = node.gloo
+    msg = f"{nccl_line(node)}; Gloo: {', '.join(g.ifaces) or 'unknown'} ({g.rule})"
     return [_f("ND200", PASS, node, msg)]
 
 
@@ -558,8 +593,14 @@ def probe_report(node: NodeProbe, findings: list[Finding] | None = None) -> Repo
             for g in node.facts.gpus)))
     notes = ["Recommended exports for this node:"] + [f"  {line}" for line in data["exports"]]
     return Report(command="probe", findings=findings, data=data, tables=tables, notes=notes,
-                  summary=f"{node.host}: NCCL bootstrap {node.nccl_socket.bootstrap or 'NONE'}, "
-                          f"transport {_transport(node)}")
+                  summary=_summary(node))
+
+
+def _summary(node: NodeProbe) -> str:
+    why = no_interface_code(node)
+    if why:
+        return f"{node.host}: NCCL cannot bootstrap: no interface selected (see {why})"
+    return f"{node.host}: NCCL bootstrap {node.nccl_socket.bootstrap}, transport {_transport(node)}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -575,21 +616,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
-    from .snapshot import extract_snapshot, write_snapshot
+    from .snapshot import check_snapshot_target, extract_snapshot, write_snapshot
 
-    root = Path(args.root)
+    given = root = Path(args.root)
+    archive = given if given.is_file() else None
+    if archive is not None or (given.is_dir() and given.resolve() != Path("/")):
+        args.inputs = [given]  # the CLI then refuses --json-out/--junit-out over (or inside) it
+    if args.snapshot:  # before any work: never overwrite the input
+        check_snapshot_target(args.snapshot, archive=archive, tree=given if archive is None else None)
     tmp = None
     try:
-        if root.is_file():
-            args.inputs = [root]
+        if archive is not None:
             tmp = tempfile.mkdtemp(prefix="nccl-doctor-root.")
-            extract_snapshot(root, Path(tmp))
+            extract_snapshot(archive, Path(tmp))
             root = Path(tmp)
         fs = FsReader(root)
         node = probe_node(root, os.environ, fs=fs)
         node.root = str(args.root)
         report = probe_report(node)
         if args.snapshot:
+            live = archive is None and given.resolve() == Path("/")  # read paths are host paths only then
+            check_snapshot_target(args.snapshot, read=[*fs.files, *fs.links] if live else ())
             n = write_snapshot(fs, args.snapshot)
             report.notes.append(f"Snapshot: {args.snapshot} ({n} entries); replay with "
                                 f"`nccl-doctor probe --root {args.snapshot}`")

@@ -7,15 +7,38 @@ and directories the probe listed as directories.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import tarfile
+import tempfile
 import time
+import zlib
 from pathlib import Path
+from typing import Iterable
 
 from .errors import DoctorError, InputError
 from .sysfs import FsReader
 
+GZIP_MAGIC = b"\x1f\x8b"
+FILTER_ERROR = getattr(tarfile, "FilterError", ())  # Python >= 3.11.4 / 3.12
+
+
+def check_snapshot_target(path: Path, *, archive: Path | None = None, tree: Path | None = None,
+                          read: Iterable[str] = ()) -> Path:
+    """Refuse a ``--snapshot`` path that would destroy or pollute what the probe reads: the ``--root``
+    archive itself, anything inside a ``--root`` directory tree, or (for ``--root /``) a file the probe
+    read (``read``: canonical paths such as ``/etc/nccl.conf``). Returns the resolved target."""
+    target = path.resolve()
+    if archive is not None and (target == archive.resolve() or (target.exists() and os.path.samefile(target, archive))):
+        raise InputError(f"--snapshot {path}: refusing to overwrite the --root archive it reads")
+    if tree is not None and tree.resolve() != Path("/") and tree.resolve() in target.parents:
+        raise InputError(f"--snapshot {path}: refusing to write inside the --root tree {tree} it reads")
+    if str(target) in set(read):
+        raise InputError(f"--snapshot {path}: refusing to overwrite {target}, a file the probe reads")
+    if target.is_dir():
+        raise InputError(f"--snapshot {path}: is a directory")
+    return target
 
 def write_snapshot(fs: FsReader, path: Path) -> int:
     """Write the recorded files/links/dirs of ``fs`` to ``path`` (gzip tar); returns the entry count."""
@@ -38,21 +61,56 @@ def write_snapshot(fs: FsReader, path: Path) -> int:
         entries.append((at, ti, data))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tarfile.open(tmp, "w:gz") as tar:
-            for _, ti, data in entries:
-                tar.addfile(ti, io.BytesIO(data) if data is not None else None)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
         raise DoctorError(f"cannot write snapshot {path}: {exc.strerror or exc}") from None
+    try:  # write beside the target and rename: a failure never leaves half an archive over a good one
+        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
+            for _, ti, data in entries:
+                tar.addfile(ti, io.BytesIO(data) if data is not None else None)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the snapshot from whoever replays it
+        os.replace(tmp, path)
+    except OSError as exc:
+        _unlink(tmp)
+        raise DoctorError(f"cannot write snapshot {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        _unlink(tmp)
+        raise
     return len(entries)
 
 
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def extract_snapshot(archive: Path, dest: Path) -> None:
-    """Extract a snapshot safely (no absolute paths, no links out of ``dest``)."""
+    """Extract a snapshot safely (no absolute paths, no links out of ``dest``); one-line InputError
+    naming the file when it is unreadable, not a tar archive, or cut short."""
+    try:
+        with open(archive, "rb") as fh:
+            magic = fh.read(2)
+    except OSError as exc:
+        raise InputError(f"--root {archive}: cannot read: {exc.strerror or exc}") from None
     try:
         with tarfile.open(archive, "r:*") as tar:
             kw = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
             tar.extractall(dest, **kw)
-    except (tarfile.TarError, OSError) as exc:
-        raise InputError(f"--root {archive}: not a readable snapshot archive ({exc})") from None
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):  # our side, not the archive
+            raise InputError(f"--root {archive}: cannot extract to {dest}: {exc.strerror}") from None
+        raise InputError(_bad_archive(archive, magic)) from None
+    except FILTER_ERROR as exc:  # before TarError: its subclass
+        raise InputError(f"--root {archive}: unsafe snapshot member, not extracted ({exc})") from None
+    except (tarfile.TarError, EOFError, zlib.error):
+        raise InputError(_bad_archive(archive, magic)) from None
+
+
+def _bad_archive(archive: Path, magic: bytes) -> str:
+    if magic == GZIP_MAGIC:
+        return f"--root {archive}: truncated or corrupt .tar.gz (not a complete snapshot)"
+    return f"--root {archive}: not a directory or a .tar.gz snapshot"
