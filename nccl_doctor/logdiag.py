@@ -174,6 +174,11 @@ def ranges(numbers) -> str:
     return ",".join(out)
 
 
+def _plural(n: int, word: str) -> str:
+    """"1 rank", "2 ranks"."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _first_host(g: Group) -> str | None:
     return sorted(g.hosts)[0] if g.hosts else None
 
@@ -216,15 +221,120 @@ def _by_value(per_host: dict[str, list[str]]) -> list[dict]:
             for v, h in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
 
 
+# --- where a finding is, and the lines that show it ------------------------------------------------
+
+
+def _comm_name(comm: Comm | None) -> str | None:
+    return comm.key if comm is not None and comm.key != "unidentified" else None
+
+
+def _where(ev: Evidence | None, comm: Comm | None = None, host: str | None = None) -> Where:
+    """The host/rank/comm and file:line of the line a finding quotes first."""
+    if ev is None:
+        return Where(host=host, comm=_comm_name(comm))
+    return Where(host=ev.host or host, rank=ev.rank, comm=_comm_name(comm), file=ev.file, line=ev.line)
+
+
+def _inter_peer(comm: Comm, host: str | None, peer: int | None) -> bool:
+    """The rule of ``split_net`` for one connection: False when both ends are on one node."""
+    peer_host = comm.rank_host.get(peer) if peer is not None else None
+    return not (comm.nnodes == 1 or (peer_host is not None and peer_host == host))
+
+
+def _by_position(found: list[tuple[Comm, Evidence]]) -> list[tuple[Comm, Evidence]]:
+    return sorted(found, key=lambda ce: (ce[1].file or "", ce[1].line or 0))
+
+
+def _net_lines(r: ParseResult, *, inter: bool, family: str | None = None, gdr: bool | None = None,
+               name: str | None = None) -> list[tuple[Comm, Evidence]]:
+    """Kept ``via NET/...`` channel lines (first in the logs first) matching the filters."""
+    found = []
+    for comm in r.comms.values():
+        for key, evs in comm.tr_first.items():
+            if key[0] != "net" or (name is not None and key[1] != name) or (gdr is not None and key[2] != gdr):
+                continue
+            if family is not None and net_family(key[1], r) != family:
+                continue
+            found += [(comm, ev) for peer, ev in evs if _inter_peer(comm, ev.host, peer) == inter]
+    return _by_position(found)
+
+
+def _intra_lines(r: ParseResult, tokens) -> list[tuple[Comm, Evidence]]:
+    """Kept intra-node channel lines (first in the logs first) of the given transport tokens."""
+    found = []
+    for comm in r.comms.values():
+        for token in tokens:
+            found += [(comm, ev) for _, ev in comm.tr_first.get(("intra", token), ())]
+    if "NVLS" in tokens and "nvls" in r.facts:
+        found.append((None, r.facts["nvls"]))
+    return _by_position(found)
+
+
+def _facts(r: ParseResult, *keys: str, prefix: str | None = None) -> list[Evidence]:
+    """First lines of transport facts (``ParseResult.facts``) by exact key or key prefix."""
+    found = [r.facts[k] for k in keys if k in r.facts]
+    if prefix is not None:
+        found += [ev for k, ev in r.facts.items() if k.startswith(prefix)]
+    return found
+
+
+def _static_transport_lines(r: ParseResult, transport: str) -> list[Evidence]:
+    """Lines other than channel lines that show the inter-node transport (``Using network``, NET/...)."""
+    found = [ev for k, ev in r.facts.items()
+             if k.startswith("network:") and net_family(k.split(":", 1)[1], r) == transport]
+    if transport == "OFI":
+        found += _facts(r, prefix="ofi:")
+    elif transport in ("IB", "RoCE"):
+        found += _facts(r, "ib-devices")
+        found += [g.first for g in r.errors.values() if g.category in ("verbs", "ib-completion") and g.first][:1]
+    elif transport == "Socket":
+        found += _facts(r, "socket-ifaces")
+    return found
+
+
+def _quoted(lines: list[Evidence], limit: int = 3) -> tuple[str, ...]:
+    out: list[str] = []
+    for ev in lines:
+        text = str(ev)
+        if text not in out and len(out) < limit:
+            out.append(text)
+    return tuple(out)
+
+
+def _any_line(r: ParseResult) -> Evidence | None:
+    """The first NCCL line kept (version, communicator, fact, error) for findings about what is missing."""
+    candidates = list(r.version_first.values()) + [c.first for c in r.comms.values() if c.first] + list(r.facts.values())
+    candidates += [g.first for table in (r.errors, r.watchdog, r.warnings) for g in table.values() if g.first]
+    return _by_position([(None, ev) for ev in candidates])[0][1] if candidates else None
+
+
 # --- findings -----------------------------------------------------------------------------------
 
 
+def _fix_class(category: str, g: Group) -> str:
+    """What in a group's own text selects its fix: groups of one category share a finding only if equal."""
+    text = g.kind
+    if category == "ib-completion":
+        return g.detail.get("status", "")
+    if category == "verbs":
+        if "create_cq" in text or "reg_mr" in text:
+            return "memlock"
+        if "modify_qp" in text:
+            return "gid"
+        return "mixed" if "incompatible" in text else ""
+    if category == "cuda":
+        return "oom" if "memory" in text else ""
+    if category == "nccl-error":
+        return "ifname" if "family" in text or "Internal check" in text else ""
+    return ""
+
+
 def _error_findings(r: ParseResult) -> list[Finding]:
-    by_cat: dict[str, list[Group]] = {}
-    for (category, _), g in r.errors.items():
-        by_cat.setdefault(category, []).append(g)
+    by_fix: dict[tuple[str, str], list[Group]] = {}
+    for g in r.errors.values():
+        by_fix.setdefault((g.category, _fix_class(g.category, g)), []).append(g)
     out = []
-    for category, groups in by_cat.items():
+    for (category, cls), groups in by_fix.items():
         groups.sort(key=lambda g: (g.first.line or 0) if g.first else 0)
         count = sum(g.count for g in groups)
         hosts = set().union(*(g.hosts for g in groups))
@@ -232,7 +342,7 @@ def _error_findings(r: ParseResult) -> list[Finding]:
         first = groups[0]
         where = Where(host=_first_host(first), rank=min(first.ranks) if first.ranks else None,
                       file=first.first.file if first.first else None, line=first.first.line if first.first else None)
-        message, fix = _error_text(category, groups, count, hosts, r)
+        message, fix = _error_text(category, cls, groups, count, hosts, r)
         if ranks:
             message += f" (ranks {ranges(ranks)})"
         out.append(Finding(code=_ERROR_CODES.get(category, "ND115"), severity=Severity.FAIL, message=message,
@@ -240,20 +350,33 @@ def _error_findings(r: ParseResult) -> list[Finding]:
     return out
 
 
-def _error_text(category: str, groups: list[Group], count: int, hosts, r: ParseResult) -> tuple[str, str]:
+_VERBS_FIX = {
+    "": "check the RDMA devices with `ibstat` / `ibv_devinfo` (ports ACTIVE) and `ulimit -l` (must be unlimited)",
+    "memlock": ("the locked-memory limit is too low: `ulimit -l` must print unlimited (Slurm: PropagateResourceLimits; "
+                "containers: --ulimit memlock=-1)"),
+    "gid": ("the queue pair could not reach the peer: for RoCE pick a routable GID with NCCL_IB_GID_INDEX "
+            "(list them with `show_gids`; 3 is the usual RoCEv2/IPv4 entry), and check `ibstat` on both hosts"),
+    "mixed": "mixing IB and RoCE ports: select one link type with NCCL_IB_HCA (compare `ibstat`)",
+}
+
+
+def _error_text(category: str, cls: str, groups: list[Group], count: int, hosts,
+                r: ParseResult) -> tuple[str, str]:
+    """Message and fix for groups of one category whose texts select the same fix (``cls``)."""
     on = _hosts_phrase(hosts)
-    times = f"{count} time{'s' if count != 1 else ''}"
+    times = _plural(count, "time")
+    shown = [g.text or g.kind for g in groups]
     if category == "ib-completion":
-        statuses = sorted({g.detail.get("status") for g in groups if g.detail.get("status")})
+        statuses = [cls] if cls else []
         named = ", ".join(f"status {s} = {IB_STATUS.get(s, 'see ibv_wc_status')}" for s in statuses)
         vendor = sorted({g.detail["vendor_err"] for g in groups if "vendor_err" in g.detail})
         msg = f"IB work completion errors{on} ({times}; {named or 'status not printed'}"
         msg += f", vendor err {', '.join(vendor)})" if vendor else ")"
-        fix = next((_IB_STATUS_FIX[s] for s in statuses if s in _IB_STATUS_FIX),
-                   "check the links of both hosts with `ibstat` and `ibdiagnet`, and the peer's log for its first error")
+        fix = _IB_STATUS_FIX.get(cls, "check the links of both hosts with `ibstat` and `ibdiagnet`, "
+                                      "and the peer's log for its first error")
         return msg, fix
     if category == "connect":
-        kinds = "; ".join(g.kind for g in groups[:2])
+        kinds = "; ".join(shown[:2])
         ifaces = {i for v in r.socket_ifaces.values() for i in v} | {i for v in r.bootstrap_ifaces.values() for i in v}
         virtual = sorted({i.split(":", 1)[0] for i in ifaces
                           if i.startswith(("veth", "docker", "br-", "virbr", "cni", "flannel", "cali")) or "fe80:" in i})
@@ -264,37 +387,26 @@ def _error_text(category: str, groups: list[Group], count: int, hosts, r: ParseR
                    f"set NCCL_SOCKET_IFNAME to the routable interface (or NCCL_SOCKET_IFNAME=^docker,lo,veth)")
         return f"connection between ranks failed{on} ({times}): {kinds}", fix
     if category == "verbs":
-        text = " ".join(g.kind for g in groups)
-        fix = "check the RDMA devices with `ibstat` / `ibv_devinfo` (ports ACTIVE) and `ulimit -l` (must be unlimited)"
-        if "create_cq" in text or "reg_mr" in text:
-            fix = ("the locked-memory limit is too low: `ulimit -l` must print unlimited (Slurm: PropagateResourceLimits; "
-                   "containers: --ulimit memlock=-1)")
-        elif "modify_qp" in text:
-            fix = ("the queue pair could not reach the peer: for RoCE pick a routable GID with NCCL_IB_GID_INDEX "
-                   "(list them with `show_gids`; 3 is the usual RoCEv2/IPv4 entry), and check `ibstat` on both hosts")
-        elif "incompatible" in text:
-            fix = "mixing IB and RoCE ports: select one link type with NCCL_IB_HCA (compare `ibstat`)"
-        return f"RDMA verbs call failed{on} ({times}): {groups[0].kind}", fix
+        return f"RDMA verbs call failed{on} ({times}): {shown[0]}", _VERBS_FIX[cls]
     if category == "cuda":
-        oom = any("memory" in g.kind for g in groups)
         fix = ("the GPU ran out of memory while NCCL set up its buffers: free memory before creating communicators, "
-               "or lower NCCL_BUFFSIZE / the number of channels (NCCL_MAX_NCHANNELS)") if oom else \
+               "or lower NCCL_BUFFSIZE / the number of channels (NCCL_MAX_NCHANNELS)") if cls == "oom" else \
             "check the GPU with `nvidia-smi` and the driver/CUDA versions (`nvidia-smi -q`, CUDA compat)"
-        return f"CUDA failure inside NCCL{on} ({times}): {groups[0].kind}", fix
+        return f"CUDA failure inside NCCL{on} ({times}): {shown[0]}", fix
     if category == "no-interface":
         ifname = _setting(r, "NCCL_SOCKET_IFNAME")
         fix = ("NCCL_SOCKET_IFNAME=%s matches no interface with an IP address: list them with `ip -br addr` and fix it"
                % ifname) if ifname else "set NCCL_SOCKET_IFNAME to an interface that has an IP address (`ip -br addr`)"
-        return f"no usable network interface{on}: {groups[0].kind}", fix
+        return f"no usable network interface{on}: {shown[0]}", fix
     if category == "version-mismatch":
         return f"NCCL reported mismatched versions between ranks{on}", \
             "install the same NCCL on every node (one container image / one nvidia-nccl wheel)"
     # nccl-error
-    kinds = "; ".join(dict.fromkeys(g.kind for g in groups[:3]))
+    kinds = "; ".join(dict.fromkeys(shown[:3]))
     codes = [RETCODES[c] for c, _ in r.retcodes.most_common() if c in RETCODES]
     extra = f" (return codes: {', '.join(codes[:3])})" if codes else ""
     fix = "find the first WARN line of the first failing rank; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV"
-    if "family" in kinds or "Internal check" in kinds:
+    if cls == "ifname":
         ifname = _setting(r, "NCCL_SOCKET_IFNAME")
         if ifname:
             fix = (f"NCCL_SOCKET_IFNAME={ifname} probably names no interface with an address on this node "
@@ -307,8 +419,12 @@ def _trace_finding(r: ParseResult) -> Finding | None:
     if not codes:
         return None
     names = ", ".join(f"{RETCODES.get(c, f'code {c}')} x{n}" for c, n in codes[:3])
-    return Finding(code="ND115", severity=Severity.FAIL, message=f"NCCL calls returned errors: {names}",
-                   fix="find the first NCCL WARN of the first failing rank (rerun with NCCL_DEBUG=INFO if none is shown)")
+    ev = r.facts.get("retcode")
+    hosts = r.fact_hosts.get("retcode", ())
+    return Finding(code="ND115", severity=Severity.FAIL,
+                   message=f"NCCL calls returned errors{_hosts_phrase(hosts)}: {names}",
+                   fix="find the first NCCL WARN of the first failing rank (rerun with NCCL_DEBUG=INFO if none is shown)",
+                   where=_where(ev), evidence=_quoted([ev] if ev else []))
 
 
 def _watchdog_findings(r: ParseResult) -> list[Finding]:
@@ -342,7 +458,7 @@ def _rdma_hardware(r: ParseResult) -> list[str]:
     if r.ib_sideband:
         signs.append("NET/IB found a sideband interface")
     if r.ib_devices:
-        signs.append(f"NET/IB devices on {len(r.ib_devices)} host(s)")
+        signs.append(f"NET/IB devices on {_plural(len(r.ib_devices), 'host')}")
     if any("efa" in p for p in r.ofi_providers):
         signs.append("libfabric EFA provider")
     if r.verbs_seen:
@@ -355,10 +471,13 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
     t = inter.transport
     hosts = sorted(r.hosts)
     host = hosts[0] if len(hosts) == 1 else None
+    shown = _net_lines(r, inter=True, family=t)  # channel lines that show the transport, first first
+    comm = shown[0][0] if shown else None
+    lines = [ev for _, ev in shown[:1]] + _static_transport_lines(r, t)
     if t == "Socket":
         signs = _rdma_hardware(r)
         no_dev = sorted(h for h in r.ib_no_device if h != "?")
-        ev = tuple(str(e) for e in list(r.ib_no_device.values())[:2])
+        no_dev_lines = list(r.ib_no_device.values())[:2]
         if signs:
             ib_disable = _setting(r, "NCCL_IB_DISABLE")
             hca = _setting(r, "NCCL_IB_HCA")
@@ -370,10 +489,12 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
             else:
                 fix = ("NCCL found no usable RDMA device: run `ibstat` / `ibv_devinfo` (ports must be ACTIVE), make sure "
                        "the container sees /dev/infiniband and has libibverbs plus the provider (rdma-core, libmlx5)")
+            first = r.ib_no_device.get(no_dev[0]) if no_dev else (lines[0] if lines else None)
             out.append(Finding(
                 code="ND102", severity=Severity.FAIL,
                 message=f"inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: {'; '.join(signs)}",
-                fix=fix, where=Where(host=no_dev[0] if no_dev else host), evidence=ev))
+                fix=fix, where=_where(first, comm, no_dev[0] if no_dev else host),
+                evidence=_quoted(no_dev_lines + lines)))
         else:
             out.append(Finding(
                 code="ND103", severity=Severity.WARN,
@@ -381,20 +502,25 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
                         "multi-node training will be network-bound",
                 fix="use nodes with InfiniBand, RoCE or EFA for multi-node training; on plain Ethernet prefer HSDP "
                     "(shard within a node, replicate across nodes) and raise NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD",
-                where=Where(host=host), evidence=ev))
+                where=_where(lines[0] if lines else None, comm, host), evidence=_quoted(lines + no_dev_lines)))
     elif t == "OFI" and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
         prov = ", ".join(r.ofi_providers)
+        said = _facts(r, *(f"ofi:{p}" for p in r.ofi_providers))
+        on = _hosts_phrase(set().union(*(r.fact_hosts.get(f"ofi:{p}", set()) for p in r.ofi_providers)))
         out.append(Finding(
             code="ND116", severity=Severity.FAIL,
-            message=f"aws-ofi-nccl selected libfabric provider '{prov}', not 'efa': inter-node traffic runs over TCP",
+            message=f"aws-ofi-nccl selected libfabric provider '{prov}', not 'efa'{on}: inter-node traffic runs over TCP",
             fix="check the EFA device with `fi_info -p efa` (EFA driver, security group allowing all traffic "
-                "to itself); set FI_PROVIDER=efa so a missing EFA fails loudly", where=Where(host=host)))
+                "to itself); set FI_PROVIDER=efa so a missing EFA fails loudly",
+            where=_where(said[0] if said else None, host=host), evidence=_quoted(said + lines)))
     elif t == "unknown":
+        ev = _any_line(r)
         out.append(Finding(
             code="ND106", severity=Severity.WARN,
             message="the log does not show the inter-node transport (no `via NET/...` or `Using network` line)",
             fix="rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV and let at least one collective run "
-                "(NCCL 2.22+ connects lazily, at the first collective)"))
+                "(NCCL 2.22+ connects lazily, at the first collective)",
+            where=_where(ev, host=host) if ev else _input_where(r, host), evidence=_quoted([ev] if ev else [])))
     elif t != "none":
         label = {"OFI": "EFA/libfabric (aws-ofi-nccl)"}.get(t, t)
         if inter.gdr is False:
@@ -407,34 +533,55 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
                        "(NCCL_NET_GDR_LEVEL=PHB allows GDR through the CPU host bridge)")
             disabled = sorted(r.gdr_hca.get("Disabled", ()))
             extra = f" (GPU Direct RDMA Disabled for HCA {', '.join(disabled[:4])})" if disabled else ""
+            no_gdr = _net_lines(r, inter=True, family=t, gdr=False)
+            comm = no_gdr[0][0] if no_gdr else None
+            why = [ev for _, ev in no_gdr[:2]] + _facts(r, "ring-gdr:0", "gdr-hca:Disabled", "gdr-gpu:Disabled")
             out.append(Finding(code="ND104", severity=Severity.WARN,
                                message=f"inter-node traffic uses {label} without GPUDirect RDMA{extra}: "
-                                       "data is staged through host memory", fix=fix, where=Where(host=host)))
+                                       "data is staged through host memory", fix=fix,
+                               where=_where(why[0] if why else None, comm, host), evidence=_quoted(why + lines)))
         else:
             gdr = {True: "with GPUDirect RDMA", None: "(GPUDirect RDMA not visible in the log)"}[inter.gdr]
             out.append(Finding(code="ND101", severity=Severity.PASS,
-                               message=f"inter-node traffic uses {label} {gdr}"))
+                               message=f"inter-node traffic uses {label} {gdr}",
+                               where=_where(lines[0] if lines else None, comm, host), evidence=_quoted(lines, 2)))
     return out
+
+
+def _input_where(r: ParseResult, host: str | None) -> Where:
+    """Where a finding about the whole input is: the host, else the file read."""
+    return Where(host=host, file=r.sources[0]["name"] if len(r.sources) == 1 else None)
 
 
 def _intra_findings(r: ParseResult, inter: InterNode, intra: list[str]) -> list[Finding]:
     out = []
+    host = sorted(r.hosts)[0] if len(r.hosts) == 1 else None
     degraded = [t for t in intra if t.startswith(("SHM", "direct shared memory")) or "(same node)" in t]
     if degraded:
+        shown = _intra_lines(r, degraded)
+        for name in (t[4:-len(" (same node)")] for t in degraded if t.endswith(" (same node)")):
+            shown += _net_lines(r, inter=False, name=name)
+        shown = _by_position(shown)
+        first_comm, first = shown[0] if shown else (None, None)
         out.append(Finding(
             code="ND105", severity=Severity.WARN,
             message=f"GPUs of one node communicate via {', '.join(degraded)} instead of P2P/NVLink",
             fix="P2P is off between these GPUs: check NCCL_P2P_DISABLE / NCCL_P2P_LEVEL, `nvidia-smi topo -m`, "
                 "ACS/IOMMU settings; containers need --ipc=host (and NCCL_SHM_DISABLE unset)",
-            where=Where(host=sorted(r.hosts)[0] if len(r.hosts) == 1 else None)))
+            where=_where(first, first_comm, host), evidence=_quoted([ev for _, ev in shown])))
     elif inter.transport == "none" and not intra:
+        ev = _any_line(r)
         out.append(Finding(
             code="ND106", severity=Severity.WARN,
             message="single-node job, but no channel line shows the intra-node transport",
-            fix="rerun with NCCL_DEBUG=INFO (Ray: RAY_DEDUP_LOGS=0) and let one collective run"))
+            fix="rerun with NCCL_DEBUG=INFO (Ray: RAY_DEDUP_LOGS=0) and let one collective run",
+            where=_where(ev, host=host) if ev else _input_where(r, host), evidence=_quoted([ev] if ev else [])))
     elif inter.transport == "none":
+        shown = _intra_lines(r, intra)
+        first_comm, first = shown[0] if shown else (None, None)
         out.append(Finding(code="ND101", severity=Severity.PASS,
-                           message=f"single-node job; GPUs communicate via {', '.join(intra)}"))
+                           message=f"single-node job; GPUs communicate via {', '.join(intra)}",
+                           where=_where(first, first_comm, host), evidence=_quoted([ev for _, ev in shown], 2)))
     return out
 
 
@@ -442,7 +589,8 @@ def _version_finding(r: ParseResult) -> Finding | None:
     base = {v.split("-")[0] for v in r.versions}
     if len(base) < 2:
         return None
-    parts = [f"{v} ({len(who)} process{'es' if len(who) != 1 else ''})" for v, who in sorted(r.versions.items())]
+    parts = [f"{v} ({len(who)} process{'es' if len(who) != 1 else ''})" if who else v
+             for v, who in sorted(r.versions.items())]
     return Finding(code="ND107", severity=Severity.WARN,
                    message=f"different NCCL versions in one job: {', '.join(parts)}",
                    fix="install one NCCL version on every node (same container image / nvidia-nccl wheel); "
@@ -461,7 +609,7 @@ def _warning_findings(r: ParseResult) -> list[Finding]:
         elif "connect" in kind.lower():
             fix = "connections to peers are retried: check routing/firewall on the interface NCCL uses"
         out.append(Finding(code="ND108", severity=Severity.WARN,
-                           message=f"NCCL warning x{g.count}{_hosts_phrase(g.hosts)}: {kind}",
+                           message=f"NCCL warning x{g.count}{_hosts_phrase(g.hosts)}: {g.text or kind}",
                            fix=fix, where=Where(host=_first_host(g), file=g.first.file if g.first else None,
                                                 line=g.first.line if g.first else None),
                            evidence=_evidence([g], 2)))
@@ -477,7 +625,8 @@ def _input_findings(r: ParseResult) -> list[Finding]:
                                fix="copy the log again (gzip -t FILE checks a .gz)", where=Where(file=s["name"])))
         elif s.get("cut_lines"):
             out.append(Finding(code="ND117", severity=Severity.WARN,
-                               message=f"{s['name']}: {s['cut_lines']} over-long line(s) were cut",
+                               message=f"{s['name']}: {_plural(s['cut_lines'], 'over-long line')} "
+                                       f"{'was' if s['cut_lines'] == 1 else 'were'} cut",
                                where=Where(file=s["name"])))
     return out
 
@@ -536,7 +685,7 @@ def comm_table(comms: list[dict]) -> Table:
 
 
 def _group_dict(g: Group) -> dict:
-    d = {"category": g.category, "kind": g.kind, "count": g.count,
+    d = {"category": g.category, "kind": g.kind, "text": g.text or g.kind, "count": g.count,
          "first": {"file": g.first.file, "line": g.first.line, "text": g.first.text} if g.first else None,
          "hosts": sorted(g.hosts)[:50], "host_count": len(g.hosts)}
     if g.ranks:
@@ -573,11 +722,18 @@ def diagnose(r: ParseResult) -> Report:
     parts = [f"inter-node {inter.transport}{gdr}"]
     if intra:
         parts.append(f"intra-node {', '.join(intra)}")
-    parts.append(f"{len(r.hosts)} host{'s' if len(r.hosts) != 1 else ''}, {len(ranks)} ranks seen, "
-                 f"{len(comms)} communicator{'s' if len(comms) != 1 else ''}")
+    parts.append(f"{_plural(len(r.hosts), 'host')}, {_plural(len(ranks), 'rank')} seen, "
+                 f"{_plural(len(comms), 'communicator')}")
     if r.versions:
         parts.append("NCCL " + ", ".join(sorted(r.versions)))
     report.summary = "; ".join(parts)
+    if r.skipped:
+        why = sorted({s.rsplit(": ", 1)[1] for s in r.skipped})
+        names = ", ".join(s.rsplit(": ", 1)[0] for s in r.skipped[:5])
+        more = f" and {len(r.skipped) - 5} more" if len(r.skipped) > 5 else ""
+        report.notes.append(f"skipped {_plural(len(r.skipped), 'file')} of the directory walk that "
+                            f"{'is' if len(r.skipped) == 1 else 'are'} evidently not logs ({', '.join(why)}): "
+                            f"{names}{more}; name a file explicitly to parse it anyway")
     report.data = {
         "inter_node": {"transport": inter.transport, "gdr": inter.gdr, "evidence": inter.evidence},
         "intra_node": {"transports": intra},
@@ -604,6 +760,7 @@ def diagnose(r: ParseResult) -> Report:
         "watchdog": [_group_dict(g) | {"op": k[0], "seq": k[1]} for k, g in r.watchdog.items()],
         "error_return_codes": {RETCODES.get(c, str(c)): n for c, n in r.retcodes.items()},
         "inputs": r.sources,
+        "skipped_inputs": r.skipped,
         "lines": r.lines,
         "nccl_lines": r.nccl_lines,
     }

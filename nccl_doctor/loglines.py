@@ -40,10 +40,44 @@ class ReadStats:
     error: str | None = None
 
 
+# Extensions of files that sit next to logs but are evidently not logs (per-rank logs are extension-less
+# or .log/.txt/.out/.err, maybe .gz). Only a directory walk skips them; a file named explicitly is read.
+NOT_LOG_SUFFIXES = frozenset({
+    ".json", ".jsonl", ".md", ".rst", ".html", ".htm", ".py", ".ipynb", ".sh", ".yaml", ".yml", ".toml",
+    ".ini", ".cfg", ".csv", ".tsv", ".xml", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf",
+    ".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".npy", ".npz", ".pkl", ".parquet", ".so",
+    ".zip", ".tar", ".whl",
+})
+
+
+@dataclass
+class Inputs:
+    """What to read, and the directory entries left out (``name: reason``) for the report's notes."""
+
+    sources: list[Source]
+    skipped: list[str]
+
+
+def not_a_log(path: Path) -> str | None:
+    """Why a file found in a directory walk is evidently not a log (by extension), else None."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    suffix = Path(name).suffix
+    return f"{suffix} file" if suffix in NOT_LOG_SUFFIXES else None
+
+
 def resolve_sources(paths: list[str]) -> list[Source]:
-    """Expand directories (recursively, sorted, hidden files skipped); refuse missing paths."""
+    """The sources of ``resolve_inputs``."""
+    return resolve_inputs(paths).sources
+
+
+def resolve_inputs(paths: list[str]) -> Inputs:
+    """Expand directories (recursively, sorted, hidden and evidently-not-log files skipped); refuse
+    missing paths. Files named explicitly are always read."""
     sources: list[Source] = []
-    for raw in paths:
+    skipped: list[str] = []
+    for raw in map(os.fspath, paths):  # str or Path: names in the report are always str
         if raw == "-":
             sources.append(Source("-", None))
             continue
@@ -53,9 +87,17 @@ def resolve_sources(paths: list[str]) -> list[Source]:
                 p for p in path.rglob("*")
                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
-            if not files:
-                raise InputError(f"{raw}: directory holds no log files")
-            sources += [Source(str(p), p) for p in files]
+            logs = []
+            for p in files:
+                why = not_a_log(p)
+                if why:
+                    skipped.append(f"{p}: {why}")
+                else:
+                    logs.append(p)
+            if not logs:
+                left = f" (skipped {len(files)} that are evidently not logs, e.g. {files[0].name})" if files else ""
+                raise InputError(f"{raw}: directory holds no log files{left}")
+            sources += [Source(str(p), p) for p in logs]
         elif path.exists():
             if not path.is_file():
                 raise InputError(f"{raw}: not a regular file")
@@ -64,7 +106,7 @@ def resolve_sources(paths: list[str]) -> list[Source]:
             raise InputError(f"{raw}: no such file or directory")
     if not sources:
         raise InputError("no input given")
-    return sources
+    return Inputs(sources, skipped)
 
 
 def _open_binary(source: Source) -> BinaryIO:

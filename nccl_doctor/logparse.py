@@ -24,15 +24,18 @@ from .loglines import ReadStats, Source, clean, is_continuation
 MAX_EXAMPLES = 5  # evidence lines kept per group
 MAX_GROUPS = 200  # distinct warning/error kinds kept (the rest is counted as "other")
 MAX_SET = 4096  # hosts/ranks kept per group for "where"
+MAX_TR_EVIDENCE = 4  # channel lines kept per transport and communicator
 
 
 @dataclass
 class Evidence:
-    """A line as the user can find it again: file, line number, text."""
+    """A line as the user can find it again: file, line number, text (and who printed it, if known)."""
 
     file: str | None
     line: int | None
     text: str
+    host: str | None = None
+    rank: int | None = None
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}: " if self.file and self.line else ""
@@ -41,10 +44,15 @@ class Evidence:
 
 @dataclass
 class Group:
-    """All occurrences of one kind of warning or error."""
+    """All occurrences of one kind of warning or error.
+
+    ``kind`` is the grouping key (numbers and addresses masked, never shown to users); ``text`` is
+    what the first occurrence really said, which messages quote.
+    """
 
     category: str
     kind: str
+    text: str = ""
     count: int = 0
     first: Evidence | None = None
     examples: list[Evidence] = field(default_factory=list)
@@ -73,6 +81,9 @@ class Comm:
     nvls: bool = False
     ring_gdr: set[int] = field(default_factory=set)  # from "Connected all rings, use ring PXN x GDR y"
     first: Evidence | None = None
+    # the first few channel lines per transport: ("intra", token) / ("net"|"collnet", name, gdr)
+    # -> [(peer rank, evidence)], so each transport finding can quote a line that shows it
+    tr_first: dict[tuple, list[tuple[int | None, Evidence]]] = field(default_factory=dict)
 
     def merge(self, other: "Comm") -> None:
         self.hosts |= other.hosts
@@ -85,6 +96,9 @@ class Comm:
         self.nvls = self.nvls or other.nvls
         self.ring_gdr |= other.ring_gdr
         self.first = self.first or other.first
+        for key, evs in other.tr_first.items():
+            mine = self.tr_first.setdefault(key, [])
+            mine.extend(evs[:MAX_TR_EVIDENCE - len(mine)])
 
 
 @dataclass(eq=False)
@@ -139,23 +153,30 @@ class ParseResult:
     ofi_providers: Counter = field(default_factory=Counter)
     nvls_available: bool = False
     warnings: dict[str, Group] = field(default_factory=dict)  # non-fatal NCCL WARN kinds
-    errors: dict[tuple[str, str], Group] = field(default_factory=dict)  # (category, kind)
+    errors: dict[tuple, Group] = field(default_factory=dict)  # (category, kind[, what selects the fix])
     retcodes: Counter = field(default_factory=Counter)  # "file.cc:NN -> N" error traces
     watchdog: dict[tuple, Group] = field(default_factory=dict)  # (op, seq)
     verbs_seen: bool = False  # IB verbs in use (completion/verbs errors)
+    # first line of each transport fact outside channel lines ("network:Socket", "ofi:efa", "ib-devices",
+    # "socket-ifaces", "gdr-hca:Disabled", "gdr-gpu:Disabled", "ring-gdr:0", "retcode") and who printed it
+    facts: dict[str, Evidence] = field(default_factory=dict)
+    fact_hosts: dict[str, set[str]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # directory entries not read: evidently not logs
 
     @property
     def has_nccl(self) -> bool:
         return self.nccl_lines > 0
 
-    def group(self, table: dict, key, category: str, kind: str, ev: Evidence, host=None, rank=None) -> Group:
+    def group(self, table: dict, key, category: str, kind: str, ev: Evidence, host=None, rank=None,
+              text: str = "") -> Group:
         g = table.get(key)
         if g is None:
             if len(table) >= MAX_GROUPS:
                 key, kind = ("other", "other") if isinstance(key, tuple) else "other", "other"
+                text = f"other messages (more than {MAX_GROUPS} kinds), first: {text or ev.text}"
                 g = table.get(key)
             if g is None:
-                g = table[key] = Group(category, kind, first=ev)
+                g = table[key] = Group(category, kind, text=text or kind, first=ev)
         g.count += 1
         if len(g.examples) < MAX_EXAMPLES:
             g.examples.append(ev)
@@ -474,8 +495,21 @@ class LogParser:
         self._prefix_cache[prefix] = proc
         return proc
 
-    def _ev(self, text: str) -> Evidence:
-        return Evidence(self.file, self.lineno, clean(text)[:500])
+    def _ev(self, text: str, host: str | None = None, rank: int | None = None) -> Evidence:
+        return Evidence(self.file, self.lineno, clean(text)[:500], host, rank)
+
+    def _fact(self, key: str, proc: Proc | None, msg: str) -> None:
+        """Keep the first line of a transport fact and the hosts that printed it (bounded)."""
+        r = self.result
+        host = proc.host if proc is not None else None
+        if key not in r.facts:
+            if len(r.facts) >= MAX_GROUPS:
+                return
+            rank = proc.cur.rank if proc is not None and proc.cur is not None else None
+            r.facts[key] = self._ev(f"{host}: {msg}" if host else msg, host, rank)
+        hosts = r.fact_hosts.setdefault(key, set())
+        if host and len(hosts) < MAX_SET:
+            hosts.add(host)
 
     # INFO messages ---------------------------------------------------------------------------
     def _info(self, proc: Proc | None, msg: str) -> None:
@@ -545,16 +579,27 @@ class LogParser:
         if peer is not None and peer not in comm.rank_host and len(comm.rank_host) < 1 << 20:
             comm.rank_host.setdefault(peer, None)  # named, host unknown yet
         tr = clean(tr)
-        comm.first = comm.first or self._ev(msg)
         nm = _NETTR_RE.match(tr)
         if nm:
             coll, name, _dev, _proxy, gdr = nm.groups()
             if coll:
                 comm.collnet[(name, bool(gdr))] += 1
+                tkey = ("collnet", name, bool(gdr))
             else:
                 comm.net[(host, peer, name, bool(gdr))] += 1
+                tkey = ("net", name, bool(gdr))
         else:
-            comm.intra[re.sub(r"/indirect/\d+(?:\[[0-9a-fA-F]*\])?", "/indirect", tr)] += 1
+            token = re.sub(r"/indirect/\d+(?:\[[0-9a-fA-F]*\])?", "/indirect", tr)
+            comm.intra[token] += 1
+            tkey = ("intra", token)
+        evs = comm.tr_first.get(tkey)
+        if evs is None:
+            evs = comm.tr_first[tkey] = []
+        if len(evs) < MAX_TR_EVIDENCE or comm.first is None:
+            ev = self._ev(f"{host}: {msg}" if host else msg, host, local)
+            comm.first = comm.first or ev
+            if len(evs) < MAX_TR_EVIDENCE:
+                evs.append((peer, ev))
 
     def _init_line(self, proc: Proc | None, msg: str) -> bool:
         """``comm 0x.. rank R nranks N ...`` in all its versions; True if handled."""
@@ -562,7 +607,7 @@ class LogParser:
         if not m:
             om = _OLD_RANK_RE.match(msg)
             if om and proc is not None:  # NCCL 2.3: "rank 0 nranks 8"
-                self._membership(proc, None, None, int(om.group(1)), int(om.group(2)))
+                self._membership(proc, None, None, int(om.group(1)), int(om.group(2)), msg)
                 return True
             return False
         ptr, rank, nranks = m.group(1), int(m.group(2)), int(m.group(3))
@@ -574,7 +619,7 @@ class LogParser:
         if msg.endswith("Init START") and proc.cur is not None and proc.cur.loose:
             self._orphans.append(proc.cur.comm)  # 2.18.3+: those lines belong to an earlier comm
             proc.cur = None
-        mem = self._membership(proc, ptr, comm_id, rank, nranks)
+        mem = self._membership(proc, ptr, comm_id, rank, nranks, msg)
         comm = mem.comm
         if "nNodes" in fields:
             comm.nnodes = int(fields["nNodes"])
@@ -588,7 +633,7 @@ class LogParser:
                 proc.cur = None  # <= 2.17: the next comm's channel lines come before its init line
         return True
 
-    def _membership(self, proc: Proc, ptr, comm_id, rank: int, nranks: int) -> Membership:
+    def _membership(self, proc: Proc, ptr, comm_id, rank: int, nranks: int, msg: str) -> Membership:
         r = self.result
         mem = None
         if ptr is not None:
@@ -619,8 +664,8 @@ class LogParser:
                 key = f"nranks={nranks}#{nth}"
             comm = r.comms.get(key)
             if comm is None:
-                comm = r.comms[key] = Comm(key, comm_id=comm_id, nranks=nranks, first_ptr=ptr, first=self._ev(
-                    f"{proc.host}: comm {ptr} rank {rank} nranks {nranks}"))
+                comm = r.comms[key] = Comm(key, comm_id=comm_id, nranks=nranks, first_ptr=ptr,
+                                           first=self._ev(f"{proc.host}: {msg}", proc.host, rank))
             comm.members += 1
             mem = Membership(comm, rank=rank, ptr=ptr)
             cur = proc.cur
@@ -641,6 +686,8 @@ class LogParser:
     def _numeric_info(self, proc: Proc | None, msg: str) -> None:
         if "nvls channels" in msg:
             m = _NVLS_CHANNELS_RE.search(msg)
+            if m and int(m.group(1)) > 0:
+                self._fact("nvls", proc, msg)
             if m and int(m.group(1)) > 0 and proc is not None and proc.cur is not None:
                 proc.cur.comm.nvls = True
             elif m and int(m.group(1)) > 0:
@@ -652,6 +699,8 @@ class LogParser:
         m = _TRACE_RE.match(msg)
         if m and m.group(1) != "0":
             self.result.retcodes[int(m.group(1))] += 1
+            if m.group(1) != "7":  # 7 = ncclInProgress, not an error
+                self._fact("retcode", proc, msg)
 
     def _setting(self, msg: str) -> None:
         nv = self._memo.get(msg, False)
@@ -694,11 +743,14 @@ class LogParser:
                 r.ib_devices[host] = devs
                 for d in devs:
                     r.link_layers[d.rsplit("/", 1)[1]] += 1
+                self._fact("ib-devices", proc, msg)
             om = _OOB_RE.search(msg)
             if om:
                 r.oob_ifaces.setdefault(host, om.group(1))
         elif "No device found" in msg:
-            r.ib_no_device.setdefault(host, self._ev(msg))
+            if host not in r.ib_no_device:
+                r.ib_no_device[host] = self._ev(f"{proc.host}: {msg}" if proc is not None else msg,
+                                                proc.host if proc is not None else None)
         elif "sideband" in msg:
             r.ib_sideband.add(host)
         elif "GPU Direct RDMA" in msg:
@@ -711,18 +763,21 @@ class LogParser:
         if m:
             host = proc.host if proc is not None else "?"
             self.result.gdr_hca.setdefault(m.group(1), set()).add(f"{host}/{m.group(3) or m.group(2)}")
+            self._fact(f"gdr-hca:{m.group(1)}", proc, msg)
             return
         m = _GDR_GPU_RE.search(msg)
         if m:
             self.result.gdr_gpu[m.group(1)] += 1
+            self._fact(f"gdr-gpu:{m.group(1)}", proc, msg)
 
     def _net_socket(self, proc: Proc | None, msg: str) -> None:
         host = proc.host if proc is not None else "?"
         msg = clean(msg)
         if ": Using [" in msg or ":Using [" in msg or msg.startswith("NET : Using interface"):
             ifaces = [f"{i}:{a}" for i, a in _IFACE_RE.findall(msg.split("Using", 1)[1])]
-            if ifaces:
-                self.result.socket_ifaces.setdefault(host, ifaces)
+            if ifaces and host not in self.result.socket_ifaces:
+                self.result.socket_ifaces[host] = ifaces
+                self._fact("socket-ifaces", proc, msg)
         elif "no interface found" in msg.lower():
             self._warn(proc, msg, info=True)
 
@@ -744,6 +799,7 @@ class LogParser:
             m = _OFI_PROVIDER_RE.search(msg)
             if m:
                 self.result.ofi_providers[m.group(1)] += 1
+                self._fact(f"ofi:{m.group(1)}", proc, msg)
         elif "GPU Direct RDMA" in msg:
             self._gdr(proc, msg)
 
@@ -764,6 +820,7 @@ class LogParser:
             name = self._remember(msg, m.group(1) if m else None)
         if name is not None:
             self.result.networks[name] += 1
+            self._fact(f"network:{name}", proc, msg)
 
     def _remember(self, msg: str, value):
         """Memoise what a message says whoever printed it (``_memo``: exact text -> value), bounded."""
@@ -776,9 +833,11 @@ class LogParser:
         m = _RING_GDR_RE.search(msg)
         if m and proc is not None and proc.cur is not None:
             proc.cur.comm.ring_gdr.add(int(m.group(1)))
+            self._fact(f"ring-gdr:{m.group(1)}", proc, msg)
 
     def _nvls(self, proc: Proc | None, msg: str) -> None:
         if msg.startswith("NVLS comm"):
+            self._fact("nvls", proc, msg)
             if proc is not None and proc.cur is not None:
                 proc.cur.comm.nvls = True
             else:
@@ -822,7 +881,7 @@ class LogParser:
         m = _NCCL_ERROR_RE.search(text)
         if m:
             r.nccl_lines += 1
-            self._error("nccl-error", text, None, kind=m.group(1))
+            self._error("nccl-error", text, None, kind=m.group(1), shown=m.group(1))
             return
         if "NCCL version" in text:
             r.nccl_lines += 1
@@ -834,7 +893,7 @@ class LogParser:
         m = _LAST_ERROR_RE.search(text)
         if m and "nccl" in m.group(1)[:5]:
             r.nccl_lines += 1
-            self._error("nccl-error", text, None, kind=warn_kind(m.group(1)))
+            self._error("nccl-error", text, None, kind=warn_kind(m.group(1)), shown=m.group(1))
             return
         if "ProcessGroupNCCL" in text:
             r.nccl_lines += 1
@@ -853,20 +912,28 @@ class LogParser:
             if rx.search(msg):
                 if category in ("ib-completion", "verbs"):
                     self.result.verbs_seen = True
-                self._error(category, text, host, rank=rank, kind=warn_kind(msg))
+                self._error(category, text, host, rank=rank, kind=warn_kind(msg), shown=msg)
                 return
         kind = warn_kind(msg)
-        self.result.group(self.result.warnings, kind, "warn", kind, self._ev(text), host, rank)
+        self.result.group(self.result.warnings, kind, "warn", kind, self._ev(text, host, rank), host, rank,
+                          text=msg[:240])
 
-    def _error(self, category: str, text: str, host: str | None, *, kind: str, rank: int | None = None) -> None:
-        g = self.result.group(self.result.errors, (category, kind), category, kind, self._ev(text), host, rank)
-        if category == "ib-completion" and "status" not in g.detail:
+    def _error(self, category: str, text: str, host: str | None, *, kind: str, shown: str,
+               rank: int | None = None) -> None:
+        """Group one fatal message; the key holds what selects its fix (an IB completion's status)."""
+        key: tuple = (category, kind)
+        status = vendor = None
+        if category == "ib-completion":
             m = re.search(r"(?:with status=|with error |status=)(?:\w+\()?(\d+)", text)
-            if m:
-                g.detail["status"] = m.group(1)
             v = re.search(r"vendor[ _]err(?:or)?[ =](\d+)", text)
-            if v:
-                g.detail["vendor_err"] = v.group(1)
+            status, vendor = (m.group(1) if m else None), (v.group(1) if v else None)
+            key = (category, kind, status)
+        g = self.result.group(self.result.errors, key, category, kind, self._ev(text, host, rank), host, rank,
+                              text=shown[:240])
+        if status and "status" not in g.detail:
+            g.detail["status"] = status
+        if vendor and "vendor_err" not in g.detail:
+            g.detail["vendor_err"] = vendor
 
     def _watchdog(self, text: str) -> None:
         m = _WATCHDOG_RE.search(text)
@@ -952,14 +1019,17 @@ def parse_lines(lines: Iterable[str], *, name: str = "<lines>") -> ParseResult:
     return p.finish()
 
 
-def parse_paths(paths: list[str]) -> ParseResult:
-    """Parse files, ``-`` (stdin), ``.gz`` files and directories (every file inside, recursively).
+def parse_paths(paths: list) -> ParseResult:
+    """Parse files, ``-`` (stdin), ``.gz`` files and directories (every log file inside, recursively;
+    files that are evidently not logs, such as ``.json`` or ``.md``, are skipped and listed in ``skipped``).
 
     Raises ``InputError`` for a missing path or an empty directory; unreadable or damaged content
     is recorded in ``result.sources`` and becomes a finding instead.
     """
     p = LogParser()
-    for source in loglines.resolve_sources(list(paths)):
+    inputs = loglines.resolve_inputs(list(paths))
+    p.result.skipped = inputs.skipped
+    for source in inputs.sources:
         stats = ReadStats()
         p.file, p.lineno = source.name, 0
         try:
@@ -978,6 +1048,13 @@ def parse_paths(paths: list[str]) -> ParseResult:
             entry["error"] = stats.error
         p.result.sources.append(entry)
     return p.finish()
+
+
+def diagnose(result: ParseResult):
+    """``logdiag.diagnose`` (imported late: logdiag imports this module), for callers of the parser only."""
+    from .logdiag import diagnose as _diagnose
+
+    return _diagnose(result)
 
 
 def no_nccl_message(result: ParseResult) -> str:

@@ -125,7 +125,7 @@ def test_huge_single_line_is_capped_not_held(tmp_path, capsys):
 
 def test_json_out_never_overwrites_an_input(capsys):
     rc = main(["parse", str(GOOD), "--json-out", str(GOOD)])
-    assert rc == 2 and "one of the inputs" in capsys.readouterr().err
+    assert rc == 2 and "it is (inside) the input" in capsys.readouterr().err
 
 
 def test_stdin_via_subprocess_and_no_torch():
