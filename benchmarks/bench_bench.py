@@ -105,7 +105,7 @@ def netns_ratio(rate: str) -> dict:
         both_runs = [raw_tcp_gbps(c, [(a, b), (b, a)], size, port=5211 + 2 * k) for k in range(3)]
         both = sorted(both_runs, key=min)[1]
         args = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint", f"n1:{free_port()}", "--ops",
-                "all_gather", "--sizes", "1M,4M,16M", "--pair-size", "8M", "--format", "json", "--deadline", "300"]
+                "all_gather", "--sizes", "1M,4M,16M", "--pair-size", "8M", "--format", "json", "--timeout", "300"]
         t0 = time.monotonic()
         procs = [c.popen(n, [sys.executable, "-m", "nccl_doctor", "bench", *args], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True, env=env) for n in c.nodes]

@@ -19,11 +19,16 @@ from pathlib import Path
 
 from .busbw import OPS, format_size, link_gbps, parse_size, parse_sizes
 from .errors import InputError
-from .launch import LOG_ENV, SlurmInfo, StageFile, in_worker, launch_notes, plan_launch, self_launch, slurm_launch_config
+from .launch import (LOG_ENV, SlurmInfo, StageFile, in_worker, launch_notes, parse_endpoint, plan_launch, self_launch,
+                     slurm_launch_config)
 from .localize import Localisation, floor_gbps, pair_expected_gbps
 from .report import Finding, Report, Severity, Table, Where, exit_code
 
 GROUPS = ("world", "intra", "inter")
+DEFAULT_OPS = "all_gather,reduce_scatter,all_reduce"
+DEFAULT_GROUPS = "world,intra,inter"  # intra and inter only where they differ from world
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_COLLECTIVE_TIMEOUT_S = 120.0
 OP_ALIASES = {"ag": "all_gather", "rs": "reduce_scatter", "ar": "all_reduce",
               "all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce"}
 DEFAULT_SIZES = {"cuda": "1M:1G:4", "cpu": "64K:64M:4"}
@@ -44,22 +49,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
                    help="rendezvous host:port, the same on every node (default under Slurm: first host of the "
                         "node list, port 29500 + job id %% 1000, or MASTER_PORT)")
-    g.add_argument("--rdzv-id", metavar="ID", help="rendezvous id (default: slurm-<job id>, else nccl-doctor)")
-    g.add_argument("--deadline", type=float, default=600, metavar="SECONDS",
-                   help="kill the whole run after this long and say which stage hung (default: 600)")
+    g.add_argument("--rdzv-id", metavar="ID",
+                   help="rendezvous id (default under Slurm: slurm-<job id>.<step id>, else nccl-doctor)")
+    t = p.add_argument_group("deadlines (the same options as preflight)")
+    t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help="wall-clock limit of the whole run: past it every rank is killed and the report names "
+                        f"the stage that hung (default: {DEFAULT_TIMEOUT_S:.0f})")
+    t.add_argument("--collective-timeout", type=float, default=DEFAULT_COLLECTIVE_TIMEOUT_S, metavar="SECONDS",
+                   help="limit for init_process_group and for each collective (default: "
+                        f"{DEFAULT_COLLECTIVE_TIMEOUT_S:.0f})")
+    t.add_argument("--deadline", type=float, metavar="SECONDS", help=argparse.SUPPRESS)  # old name of --timeout
     m = p.add_argument_group("measurement")
-    m.add_argument("--ops", default="all_gather,reduce_scatter,all_reduce",
-                   help="comma list of all_gather, reduce_scatter, all_reduce (or ag, rs, ar)")
-    m.add_argument("--groups", default="world,intra,inter",
-                   help="comma list of world, intra (ranks of one node), inter (one rank per node)")
+    m.add_argument("--ops", metavar="LIST",
+                   help=f"comma list of all_gather, reduce_scatter, all_reduce (or ag, rs, ar) (default: {DEFAULT_OPS})")
+    m.add_argument("--groups", metavar="LIST",
+                   help="comma list of world, intra (the ranks of one node), inter (one rank per node) (default: "
+                        f"{DEFAULT_GROUPS}, intra and inter only where they differ from world; a group named here "
+                        "that cannot run warns with ND001)")
     m.add_argument("--sizes", help="comma list (64K,1M) or MIN:MAX[:FACTOR] of full-buffer sizes "
                                    "(default 1M:1G:4 on GPU, 64K:64M:4 on CPU)")
     m.add_argument("--iters", type=int, metavar="N", help="timed iterations per size (default: by size, 5-50)")
     m.add_argument("--warmup", type=int, default=1, metavar="N", help="untimed iterations per size (default: 1)")
     m.add_argument("--pair-size", metavar="SIZE", help="node-pair test size (default 256M on GPU, 16M on CPU)")
     m.add_argument("--no-pairs", action="store_true", help="skip the per-node pair pass")
-    m.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
-                   help="init_process_group timeout, also bounds each collective (default: 120)")
     m.add_argument("--cpu", action="store_true", help="use Gloo on CPU even when GPUs are visible")
 
 
@@ -86,9 +98,9 @@ def parse_groups(text: str) -> tuple[str, ...]:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Fail fast, before anything is launched."""
-    parse_ops(args.ops)
-    parse_groups(args.groups)
+    """Fail fast, before anything is launched, naming the option and the value at fault."""
+    parse_ops(args.ops or DEFAULT_OPS)
+    parse_groups(args.groups or DEFAULT_GROUPS)
     try:
         if args.sizes:
             parse_sizes(args.sizes)
@@ -100,15 +112,24 @@ def check_args(args: argparse.Namespace) -> None:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
-    if args.warmup < 0 or args.timeout <= 0 or args.deadline <= 0:
-        raise InputError("--warmup must be >= 0, --timeout and --deadline > 0")
+    if args.warmup < 0:
+        raise InputError(f"--warmup must be >= 0, got {args.warmup}")
+    for name in ("timeout", "collective_timeout", "deadline"):
+        v = getattr(args, name, None)
+        if v is not None and not v > 0:  # `not >` also refuses nan
+            raise InputError(f"--{name.replace('_', '-')} must be > 0 seconds, got {v:g}")
+    if getattr(args, "deadline", None) is not None:  # the old name wins: it is what the user typed
+        args.timeout = args.deadline
+    if args.rdzv_endpoint is not None:
+        parse_endpoint(args.rdzv_endpoint)  # syntax and port here; plan_launch resolves the host
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
     """The workers' command line: the measurement and output options, never the launch ones."""
-    out = ["bench", "--ops", args.ops, "--groups", args.groups, "--warmup", str(args.warmup),
-           "--timeout", str(args.timeout), "--format", args.format]
-    for flag, value in (("--sizes", args.sizes), ("--iters", args.iters), ("--pair-size", args.pair_size)):
+    out = ["bench", "--warmup", str(args.warmup), "--timeout", str(args.timeout),
+           "--collective-timeout", str(args.collective_timeout), "--format", args.format]
+    for flag, value in (("--ops", args.ops), ("--groups", args.groups), ("--sizes", args.sizes),
+                        ("--iters", args.iters), ("--pair-size", args.pair_size)):
         if value is not None:
             out += [flag, str(value)]
     for flag, path in (("--json-out", args.json_out), ("--junit-out", args.junit_out)):
@@ -127,11 +148,12 @@ def run(args: argparse.Namespace) -> Report | int:
     if blocked is not None:
         return blocked
     cfg = plan_launch(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
-                      rdzv_id=args.rdzv_id, join_timeout_s=args.deadline + 60,  # our deadline fires first
-                      deadline_s=args.deadline, env=os.environ)
+                      rdzv_id=args.rdzv_id, join_timeout_s=args.timeout + 60,  # our deadline fires first
+                      deadline_s=args.timeout, env=os.environ)
     outcome = self_launch(worker_argv(args), cfg)
-    if outcome.worker_code is not None and not outcome.timed_out:
-        return outcome.worker_code
+    code = outcome.final_code()
+    if code is not None:
+        return code
     report = Report(command="bench")
     code, name = ("ND309", "the run hit its deadline") if outcome.timed_out else ("ND311", "the workers failed")
     stage = outcome.stuck_stage()
@@ -142,7 +164,7 @@ def run(args: argparse.Namespace) -> Report | int:
     report.notes.extend(cfg.notes)
     report.data = {"stage": stage, "timed_out": outcome.timed_out, "returncode": outcome.returncode,
                    "elapsed_s": round(outcome.elapsed_s, 2), "results": [], "nodes": [],
-                   "worker_log": outcome.log_path}
+                   "localisation": {"skipped": f"the run stopped in stage {stage}"}, "worker_log": outcome.log_path}
     if outcome.log_path:
         report.notes.append(f"torchrun's and the workers' stderr on {outcome.host}: {outcome.log_path}")
     return report
@@ -165,7 +187,8 @@ def launch_blockers(args: argparse.Namespace, env: Mapping[str, str], root: Path
         return None
     report = Report(command="bench", findings=findings)
     report.summary = f"not launched: this node's {backend.upper()} interface settings cannot work"
-    report.data = {"stage": "probe", "backend": backend, "results": [], "nodes": []}
+    report.data = {"stage": "probe", "backend": backend, "results": [], "nodes": [],
+                   "localisation": {"skipped": "not launched: the probe failed"}}
     return report
 
 
@@ -180,9 +203,9 @@ def _stage_fix(stage: str) -> str:
             "drain a host that hangs again")
 
 
-def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Report | int:
-    """One rank. Rank 0 returns the Report (or renders it itself under our launcher); the others
-    return the shared exit code (0 under our launcher, which reads the code from the stage files)."""
+def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """One rank. Rank 0 renders the report; every rank returns the shared exit code (0 under our
+    launcher, which reads the code from the stage files). 2 when nothing at all was measured."""
     import torch.distributed as dist
 
     from . import bench_worker as bw
@@ -192,16 +215,17 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Report | int
     stage_file = StageFile(rank, host, env)
     stage_file.set("init")
     try:
-        device = bw.init_from_env(timeout_s=args.timeout, env=env, force_cpu=args.cpu)
+        device = bw.init_from_env(timeout_s=args.collective_timeout, env=env, force_cpu=args.cpu)
     except (RuntimeError, ValueError) as exc:
         return _finish(args, rank, stage_file, _failure_report(
             bw.BenchFailure("init", [], [], str(exc)), host, env), shared=False)
     kind = "cuda" if device.startswith("cuda") else "cpu"
     cfg = bw.BenchConfig(
-        ops=parse_ops(args.ops), groups=parse_groups(args.groups),
+        ops=parse_ops(args.ops or DEFAULT_OPS), groups=parse_groups(args.groups or DEFAULT_GROUPS),
         sizes=tuple(parse_sizes(args.sizes or DEFAULT_SIZES[kind])), iters=args.iters, warmup=args.warmup,
         budget_bytes=ITER_BUDGET[kind], pairs=not args.no_pairs,
-        pair_size=parse_size(args.pair_size) if args.pair_size else PAIR_SIZE[kind], timeout_s=args.timeout)
+        pair_size=parse_size(args.pair_size) if args.pair_size else PAIR_SIZE[kind],
+        timeout_s=args.collective_timeout)
     progress = ProgressPrinter(sys.stderr) if rank == 0 else None
     try:
         result = bw.run_bench(cfg, env=env, progress=progress, stages=bw.Stages(rank, host, env))
@@ -210,26 +234,35 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Report | int
     finally:
         if progress:
             progress.close()
-    report = build_report(result, judge(result, slurm=slurm_launch_config(env)), notes=launch_notes(env))
-    code = bw.share_code(exit_code(report, strict=args.strict), device)
+    findings = judge(result, slurm=slurm_launch_config(env)) + coverage(result, asked=args.groups is not None)
+    report = build_report(result, findings, notes=launch_notes(env))
+    code = bw.share_code(2 if measured_nothing(result) else exit_code(report, strict=args.strict), device)
     dist.destroy_process_group()
     return _finish(args, rank, stage_file, report, code=code)
 
 
 def _finish(args, rank: int, stage_file: StageFile, report: Report, *, code: int | None = None,
-            shared: bool = True) -> Report | int:
+            shared: bool = True) -> int:
+    """Rank 0 renders (and writes --json-out/--junit-out); every rank returns its exit code. Under our
+    launcher the code goes to the stage file, and it is rank 0's *final* code: if rendering or writing
+    fails, the recorded code says so (2), never the 0 of a verdict that nobody received."""
+    from .cli import emit
+    from .errors import DoctorError
+
     if code is None:
         code = exit_code(report, strict=args.strict)
-    if rank == 0 and stage_file.managed:
-        from .cli import emit
-
-        emit(report, args)
+    if rank == 0:
+        try:
+            code = max(code, emit(report, args))
+        except DoctorError as exc:
+            stage_file.set("failed", code=max(code, exc.exit_code))
+            raise
     if stage_file.managed:
         stage_file.set("done" if shared else "failed", code=code)
         # A shared verdict: exit 0, the launcher returns the recorded code and torchrun stays quiet.
         # A failure: exit non-zero so torchrun stops the ranks still waiting on the broken collective.
         return 0 if shared else max(code, 1)
-    return report if rank == 0 else code
+    return code
 
 
 def _failure_report(failure, host: str, env: Mapping[str, str]) -> Report:
@@ -241,7 +274,8 @@ def _failure_report(failure, host: str, env: Mapping[str, str]) -> Report:
                        fix=_stage_fix(failure.stage.split()[0] if failure.stage else ""),
                        evidence=tuple(line for line in failure.error.splitlines()[:3] if line.strip())))
     report.data = {"stage": failure.stage, "missing_ranks": failure.missing, "missing_hosts": failure.hosts,
-                   "results": [], "nodes": [], "worker_log": env.get(LOG_ENV)}
+                   "results": [], "nodes": [], "worker_log": env.get(LOG_ENV),
+                   "localisation": {"skipped": f"the run stopped in stage {failure.stage}"}}
     report.notes.extend(launch_notes(env))
     if env.get(LOG_ENV):
         report.notes.append(f"torchrun's and the workers' stderr on {host}: {env[LOG_ENV]}")
@@ -300,6 +334,32 @@ def judge(result, *, slurm: SlurmInfo | None = None) -> list[Finding]:
                     f"slowest {min(loc.links.values()):.3f} GB/s, fastest {loc.best:.3f} GB/s")
         out.append(Finding(code="ND300", severity=Severity.PASS, message=msg))
     return out
+
+
+def measured_nothing(result) -> bool:
+    """No collective and no node pair was measured: the run cannot pass (exit 2, could not run)."""
+    return not result.results and not result.pairs
+
+
+def coverage(result, *, asked: bool) -> list[Finding]:
+    """ND001 (WARN) for what was not measured: every skipped group when the user named the groups
+    (``asked``), and always when nothing at all was measured."""
+    why = "; ".join(result.skipped) or "no group to measure"
+    if measured_nothing(result):
+        return [Finding(code="ND001", severity=Severity.WARN,
+                        message=f"nothing was measured on {result.nnodes} node{_s(result.nnodes)} x "
+                                f"{result.local_world_size} rank{_s(result.local_world_size)}: {why}",
+                        fix="intra needs 2+ ranks per node and inter 2+ nodes; on one node use --groups world "
+                            "(the default), across nodes leave out --no-pairs or add world")]
+    if asked and result.skipped:
+        return [Finding(code="ND001", severity=Severity.WARN, message=f"group not measured: {s}",
+                        fix="intra needs 2+ ranks per node and inter 2+ nodes, with the same rank count on "
+                            "every node") for s in result.skipped]
+    return []
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
 
 
 def _judge_wrong(result) -> list[Finding]:
@@ -455,9 +515,11 @@ def _judge_trust(result, slurm: SlurmInfo | None) -> list[Finding]:
     if slurm is not None:
         local = result.local_world_size
         if slurm.nnodes != result.nnodes or (slurm.gpus_on_node and slurm.gpus_on_node != local):
-            want = f"{slurm.nnodes} node(s)" + (f" x {slurm.gpus_on_node} GPU(s)" if slurm.gpus_on_node else "")
+            want = f"{slurm.nnodes} node{_s(slurm.nnodes)}" + (
+                f" x {slurm.gpus_on_node} GPU{_s(slurm.gpus_on_node)}" if slurm.gpus_on_node else "")
             out.append(Finding(code="ND308", severity=Severity.WARN,
-                               message=f"the bench ran {result.nnodes} node(s) x {local} rank(s), but Slurm "
+                               message=f"the bench ran {result.nnodes} node{_s(result.nnodes)} x {local} "
+                                       f"rank{_s(local)}, but Slurm "
                                        f"allocated {want}: figures are not for the whole allocation",
                                fix="run `srun --ntasks-per-node=1 nccl-doctor bench` inside the allocation, "
                                    "without --nnodes/--nproc-per-node"))
@@ -523,14 +585,24 @@ def build_report(result, findings: list[Finding], *, notes: list[str] = ()) -> R
                    "size_bytes": p.size_bytes, "iters": p.iters, "time_us": round(p.time_us, 2),
                    "busbw_gbps": round(p.busbw_gbps, 4), "wrong": p.wrong, "slow": loc.slow(p.link)}
                   for p in result.pairs] if loc else [],
-        "localisation": localisation_data(result, loc) if loc else None,
+        "localisation": localisation_data(result, loc) if loc else {"skipped": localisation_skipped(result)},
         "skipped_groups": list(result.skipped),
     }
     peak = {}
     for m in result.results:
         peak[(m.op, m.group)] = max(peak.get((m.op, m.group), 0.0), m.busbw_gbps)
-    report.summary = "; ".join(f"{op} {g} {v:.3f} GB/s" for (op, g), v in peak.items()) + " peak busbw"
+    report.summary = ("; ".join(f"{op} {g} {v:.3f} GB/s" for (op, g), v in peak.items()) + " peak busbw" if peak
+                      else "nothing measured" + (f": {'; '.join(result.skipped)}" if result.skipped else ""))
+    if result.pairs and not peak:
+        report.summary = f"node pairs only: {len(result.pairs)} pair(s) measured; " + report.summary
     return report
+
+
+def localisation_skipped(result) -> str:
+    """Why there is no node-pair pass: ``localisation`` is then ``{"skipped": <this>}``."""
+    if result.nnodes < 2:
+        return "one node: no inter-node link to test"
+    return "the node-pair pass was not run (--no-pairs)"
 
 
 def localisation_data(result, loc: Localisation) -> dict:

@@ -217,7 +217,7 @@ def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) ->
     if not want_sub:
         return groups, skipped
     if len(nodes) == 1 or local == 1:
-        skipped += [f"{g}: same as world ({len(nodes)} node(s) x {local} rank(s))" for g in want_sub]
+        skipped += [_why_not(g, len(nodes), local) for g in want_sub]
         return groups, skipped
     if not uniform:
         skipped += [f"{g}: nodes have different rank counts or non-contiguous ranks" for g in want_sub]
@@ -230,6 +230,16 @@ def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) ->
     if "inter" in want_sub:
         groups["inter"] = mesh["dp"].get_group()
     return groups, skipped
+
+
+def _why_not(group: str, nnodes: int, local: int) -> str:
+    """Why ``group`` is not measured on ``nnodes`` x ``local`` ranks (one of the two is 1)."""
+    shape = f"{nnodes} node{'s' if nnodes != 1 else ''} x {local} rank{'s' if local != 1 else ''} per node"
+    if group == "inter":
+        return (f"inter: needs 2+ nodes ({shape})" if nnodes == 1 else
+                f"inter: the same group as world with 1 rank per node ({shape})")
+    return (f"intra: needs 2+ ranks per node ({shape})" if local == 1 else
+            f"intra: the same group as world on one node ({shape})")
 
 
 # --- measuring -------------------------------------------------------------------------------------

@@ -81,7 +81,8 @@ def slurm_launch_config(env: Mapping[str, str]) -> SlurmInfo | None:
         raise InputError(f"cannot expand SLURM node list {nodelist!r}: {exc}") from None
     count = env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
     nnodes = _int(count, "SLURM_*_NUM_NODES") if count else len(hosts)
-    port = _int(env["MASTER_PORT"], "MASTER_PORT") if env.get("MASTER_PORT") else DEFAULT_PORT + _int(job, "SLURM_JOB_ID") % 1000
+    port = (check_port(_int(env["MASTER_PORT"], "MASTER_PORT"), "MASTER_PORT") if env.get("MASTER_PORT")
+            else DEFAULT_PORT + _int(job, "SLURM_JOB_ID") % 1000)
     step = env.get("SLURM_STEP_ID")
     tasks = None
     if env.get("SLURM_STEP_NUM_TASKS") and env.get("SLURM_STEP_NUM_NODES"):
@@ -90,6 +91,45 @@ def slurm_launch_config(env: Mapping[str, str]) -> SlurmInfo | None:
     return SlurmInfo(nnodes=nnodes, hosts=hosts, rdzv_host=hosts[0], port=port,
                      rdzv_id=f"slurm-{job}" + (f".{step}" if step else ""),
                      gpus_on_node=_int(gpus, "SLURM_GPUS_ON_NODE") if gpus else None, tasks_per_node=tasks)
+
+
+def check_port(port: int, name: str) -> int:
+    """A TCP port the rendezvous can listen on or connect to: 1-65535."""
+    if not 1 <= port <= 65535:
+        raise InputError(f"{name} {port} is not a TCP port (1-65535)")
+    return port
+
+
+def parse_endpoint(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6addr]:PORT`` too) -> (host, port); one clear line for anything else, before
+    torchrun turns it into a traceback or a rendezvous that waits until the deadline."""
+    host, sep, port_text = text.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port_text.isdigit():
+        raise InputError(f"--rdzv-endpoint {text!r} is not HOST:PORT (e.g. n1:29500)")
+    return host, check_port(int(port_text), f"--rdzv-endpoint {text!r}: port")
+
+
+def resolve(host: str, what: str, *, timeout_s: float = 10.0) -> None:
+    """Fail at once on a host name that does not resolve (c10d would retry it until the deadline).
+    Resolution runs in a thread so a DNS server that never answers costs ``timeout_s``, not minutes."""
+    box: list = []
+
+    def lookup():
+        try:
+            box.append(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM))
+        except (socket.gaierror, UnicodeError) as exc:
+            box.append(exc)
+
+    t = threading.Thread(target=lookup, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if not box:
+        raise InputError(f"{what}: resolving {host!r} took more than {timeout_s:.0f} s")
+    if isinstance(box[0], Exception):
+        why = getattr(box[0], "strerror", None) or str(box[0])
+        raise InputError(f"{what}: cannot resolve host {host!r} ({why})")
 
 
 def _int(text: str, name: str) -> int:
@@ -114,6 +154,7 @@ class Route:
 def route_to(host: str, port: int) -> Route:
     """Resolve ``host`` and ask the kernel which source address it would use (a UDP ``connect``
     sends no packet). The interface is the one holding that address."""
+    resolve(host, "rendezvous host")  # time-bounded: a DNS server that never answers costs seconds
     try:
         infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_DGRAM)
     except socket.gaierror as exc:
@@ -189,15 +230,15 @@ def plan_launch(*, nnodes: int | None, nproc_per_node: int | None, rdzv_endpoint
                              "or run under Slurm with `srun --ntasks-per-node=1`")
         else:
             rdzv_endpoint = f"127.0.0.1:{free_port()}"
-    host, _, port_text = rdzv_endpoint.rpartition(":")
-    if not host or not port_text.isdigit():
-        host, port_text = rdzv_endpoint, str(DEFAULT_PORT)
-    rdzv_endpoint = f"{host}:{port_text}"
+    host, port = parse_endpoint(rdzv_endpoint)
+    if nnodes == 1:  # across nodes, ``route`` resolves it
+        resolve(host, "--rdzv-endpoint")
+    rdzv_endpoint = f"{host}:{port}"
     if rdzv_id is None:
         rdzv_id = slurm.rdzv_id if slurm else "nccl-doctor"
     is_host, local_addr, extra = None, None, {}
     if nnodes > 1:
-        r = route(host, int(port_text))
+        r = route(host, port)
         if not r.loopback:
             is_host = r.is_local
             local_addr = r.local_ip
@@ -287,6 +328,15 @@ class LaunchOutcome:
         codes = [s.code for s in self.stages if s.code is not None]
         return max(codes) if codes else None
 
+    def final_code(self) -> int | None:
+        """The code to exit with when the workers reached a verdict, else None (the launcher reports).
+
+        Never below what the workers really exited with: a recorded 0 must not hide a rank that
+        failed afterwards (rank 0 could not write --json-out, a crash in teardown)."""
+        if self.timed_out or self.worker_code is None:
+            return None
+        return max(self.worker_code, 0 if self.returncode == 0 else max(self.returncode, 1))
+
     def stuck_stage(self) -> str:
         """The earliest stage any local rank was stuck in; ``rendezvous`` when no worker started."""
         if not self.stages:
@@ -299,9 +349,13 @@ class LaunchOutcome:
         what = "deadline of %.0f s expired" % self.cfg.deadline_s if self.timed_out else \
             f"torchrun exited with code {self.returncode} before the workers reported a verdict"
         expected = self.cfg.nproc_per_node
+        if not self.stages and self.cfg.nnodes == 1:
+            return (f"{what} in stage rendezvous: no worker started on {self.host} (a 1-node rendezvous at "
+                    f"{self.cfg.rdzv_endpoint}, id {self.cfg.rdzv_id}); this node cannot open or reach that "
+                    "address and port (not one of its addresses, port in use, or firewalled)")
         if not self.stages:
             return (f"{what} in stage rendezvous: no worker started on {self.host} "
-                    f"(waiting for {self.cfg.nnodes} node(s) at {self.cfg.rdzv_endpoint}, id {self.cfg.rdzv_id}); "
+                    f"(waiting for {self.cfg.nnodes} nodes at {self.cfg.rdzv_endpoint}, id {self.cfg.rdzv_id}); "
                     "the other nodes did not join, or cannot reach the rendezvous host")
         pending = [s for s in self.stages if s.code is None]
         parts = [f"rank {s.rank} in {s.stage}" + (f" ({s.error})" if s.error else "") for s in pending]
@@ -338,8 +392,11 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
     except subprocess.TimeoutExpired:
         timed_out = True
         rc = _kill_group(proc, grace_s)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the user stopped it: nothing failed, keep no log or stage files
         _kill_group(proc, grace_s)
+        relay.join(timeout=grace_s)
+        Path(log_name).unlink(missing_ok=True)
+        _remove_stage_dir(stage_dir)
         raise
     finally:
         if old is not None:
@@ -356,21 +413,27 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
     try:
         stages = tuple(read_stages(stage_dir))
     finally:
-        for p in stage_dir.iterdir():
-            p.unlink(missing_ok=True)
-        stage_dir.rmdir()
+        _remove_stage_dir(stage_dir)
     return LaunchOutcome(returncode=rc, timed_out=timed_out, elapsed_s=time.monotonic() - start,
                          stages=stages, host=socket.gethostname(), cfg=cfg, log_path=log_path)
 
 
+def _remove_stage_dir(stage_dir: Path) -> None:
+    for p in stage_dir.iterdir():
+        p.unlink(missing_ok=True)
+    stage_dir.rmdir()
+
+
 # torchrun's own noise: its glog-style log lines, and the ChildFailedError traceback and box it prints
-# when a worker exits non-zero. Our workers already said what failed; the launcher says where the log is.
+# when a worker exits non-zero (or its SignalException traceback when we stop it on Ctrl-C or the deadline).
+# Our workers already said what failed; the launcher says where the log is.
 _ELASTIC_LINE = re.compile(rb"^\[?[IWEF]\d{4} [\d:. ]+\d+ .*torch/distributed/(elastic|run)")
 
 
 class StderrFilter:
     """Line by line: True for lines to show. Holds a Python traceback back until its last line says
-    whose it is (torchrun's ChildFailedError is dropped with the box after it; any other is shown)."""
+    whose it is (torchrun's ChildFailedError is dropped with the box after it, its SignalException when
+    we stop it; any other is shown)."""
 
     def __init__(self):
         self.held: list[bytes] = []
@@ -389,6 +452,8 @@ class StderrFilter:
             held, self.held = self.held, []
             if b"ChildFailedError" in text:
                 self.box = 2
+                return []
+            if text.startswith(b"torch.distributed.elastic.multiprocessing.api.SignalException"):
                 return []
             return held
         if text.startswith(b"Traceback (most recent call last):"):

@@ -47,6 +47,9 @@ STAGE_POLL_S = 1.0
 PAIR_SIZE = {"cpu": 4 << 20, "cuda": 256 << 20}
 PAIR_ITERS = 3
 BENCH_SIZES = {"cpu": (1 << 20, 4 << 20), "cuda": (64 << 20, 256 << 20)}
+DEFAULT_TIMEOUT_S = 180.0
+DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0  # NCCL init on thousands of ranks takes 10-30 s
+DEFAULT_RENDEZVOUS_TIMEOUT_S = 60.0
 QUICK_SWEEP_CODES = {"ND306", "ND307"}  # the bench's "sweep too short" warnings: preflight is short on purpose
 
 
@@ -57,27 +60,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fsdp-smoke", action="store_true",
                    help="also train a tiny model with FSDP2 on the HSDP mesh and round-trip it through DCP")
     g.add_argument("--fsdp-smoke-dir", metavar="DIR",
-                   help="where the DCP checkpoint goes; must be shared by all nodes (default: the current "
-                        "directory under Slurm, the temp dir on one machine)")
+                   help="where the DCP checkpoint goes; on 2+ nodes it must be a directory every node sees "
+                        "(default: the current working directory on 2+ nodes, the system temp directory on "
+                        "one node)")
     g.add_argument("--cpu", action="store_true", help="use Gloo on CPU even when GPUs are visible")
-    d = p.add_argument_group("deadlines (seconds): a run never outlives --timeout")
-    d.add_argument("--timeout", type=float, default=180, help="total, every stage included (default: 180)")
-    d.add_argument("--rendezvous-timeout", type=float, default=60,
-                   help="for every node to arrive (default: 60)")
-    d.add_argument("--init-timeout", type=float, default=60, help="for process group init (default: 60)")
-    d.add_argument("--collective-timeout", type=float, default=30, help="for each collective (default: 30)")
+    d = p.add_argument_group("deadlines (the same options as bench): a run never outlives --timeout")
+    d.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"wall-clock limit of the whole run, every stage included (default: {DEFAULT_TIMEOUT_S:.0f})")
+    d.add_argument("--collective-timeout", type=float, default=DEFAULT_COLLECTIVE_TIMEOUT_S, metavar="SECONDS",
+                   help="limit for init_process_group and for each collective (default: "
+                        f"{DEFAULT_COLLECTIVE_TIMEOUT_S:.0f})")
+    d.add_argument("--rendezvous-timeout", type=float, default=DEFAULT_RENDEZVOUS_TIMEOUT_S, metavar="SECONDS",
+                   help=f"for every node to arrive (default: {DEFAULT_RENDEZVOUS_TIMEOUT_S:.0f})")
     n = p.add_argument_group("rendezvous (derived from SLURM_* under srun)")
-    n.add_argument("--port", type=int, help="rendezvous port on node 0 (default: MASTER_PORT, else 29500 + "
-                                            "job id %% 1000 under Slurm, else a free port)")
+    n.add_argument("--port", type=int, metavar="PORT",
+                   help="rendezvous port on node 0, 1-65535 (default: MASTER_PORT, else 29500 + job id %% 1000 "
+                        "under Slurm, else a free port)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> Report | int:
-    for name in ("timeout", "rendezvous_timeout", "init_timeout", "collective_timeout"):
-        if getattr(args, name) <= 0:
+    from .launch import check_port
+
+    for name in ("timeout", "rendezvous_timeout", "collective_timeout"):
+        if not getattr(args, name) > 0:  # `not >` also refuses nan
             raise InputError(f"--{name.replace('_', '-')} must be > 0 (got {getattr(args, name)})")
     if args.nproc_per_node is not None and args.nproc_per_node < 1:
         raise InputError(f"--nproc-per-node must be >= 1 (got {args.nproc_per_node})")
+    if args.port is not None:
+        check_port(args.port, "--port")
     if args.worker or os.environ.get(WORKER_ENV):
         from .preflight_worker import run_worker
 
@@ -117,7 +128,7 @@ class NodePlan:
 
 def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
     """Everything from SLURM_* under srun; one node with 2 CPU ranks (or one per GPU) otherwise."""
-    from .launch import free_port, slurm_launch_config, visible_gpus
+    from .launch import check_port, free_port, slurm_launch_config, visible_gpus
 
     host = socket.gethostname()
     slurm = slurm_launch_config(env)
@@ -125,7 +136,8 @@ def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
     if nproc is None:
         nproc = (0 if args.cpu else visible_gpus(env)) or (slurm.gpus_on_node if slurm and not args.cpu else 0) or 2
     if slurm is None or slurm.nnodes == 1:
-        port = args.port or (int(env["MASTER_PORT"]) if env.get("MASTER_PORT", "").isdigit() else free_port())
+        port = args.port or (check_port(int(env["MASTER_PORT"]), "MASTER_PORT") if env.get("MASTER_PORT", "").isdigit()
+                             else free_port())
         return NodePlan(nnodes=1, node_rank=0, hosts=(host,), head="127.0.0.1", port=port, nproc=nproc,
                         slurm=slurm is not None, host=host)
     if not env.get("SLURM_STEP_ID") or not env.get("SLURM_NODEID"):
@@ -161,6 +173,11 @@ DEFAULT_FIX = ("read the named hosts first: `nccl-doctor probe` there, dmesg, an
                "that fails again (`scontrol update nodename=HOST state=drain reason=preflight`)")
 
 
+def _n(count: int, word: str) -> str:
+    """``1 node``, ``2 nodes``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 # --- the launcher ----------------------------------------------------------------------------------
 @dataclass
 class Outcome:
@@ -190,6 +207,7 @@ class Launcher:
         self.log_dir = Path(tempfile.mkdtemp(prefix="nccl-doctor-nccl-logs-"))
         self.stop_beat = threading.Event()
         self.absent: set[int] = set()  # nodes that never arrived or stopped heart-beating: no ack expected
+        self.measured_nothing = False  # the ranks ran but measured nothing: the verdict is "could not run"
 
     def say(self, msg: str) -> None:
         """Progress on stderr (a job log shows it interleaved with the report on stdout)."""
@@ -210,6 +228,8 @@ class Launcher:
         t = time.monotonic()
         mine = self._probe()
         self.mark("probe", t)
+        if mine["fatal"] and self.plan.nnodes == 1:  # nobody to rendezvous with: stop here, no rank started
+            return self._probe_stop([mine])
         t = time.monotonic()
         try:
             self._connect()
@@ -267,8 +287,7 @@ class Launcher:
 
     def _spawn_workers(self) -> None:
         argv = [sys.executable, "-m", "nccl_doctor", "preflight", "--worker",
-                "--timeout", str(self.args.timeout), "--init-timeout", str(self.args.init_timeout),
-                "--collective-timeout", str(self.args.collective_timeout)]
+                "--timeout", str(self.args.timeout), "--collective-timeout", str(self.args.collective_timeout)]
         if self.args.fsdp_smoke:
             argv.append("--fsdp-smoke")
         if self.args.fsdp_smoke_dir:
@@ -380,7 +399,8 @@ class Launcher:
                             f"stage {stage}: {why}", STAGE_FIX.get(stage, DEFAULT_FIX),
                             host=self.plan.hosts[0] if self.plan.nnodes > 1 else self.plan.host))
         report.summary = f"stopped in stage {stage}"
-        report.data = {"stage": stage, "nodes": [mine["host"]], "timings_s": self.timings}
+        report.data = {"stage": stage, "nodes": [mine["host"]], "timings_s": self.timings,
+                       "localisation": {"skipped": f"this node stopped in stage {stage}"}}
         return Outcome(code=1, verdict="fail", summary=report.summary, report=report)
 
     # --- node 0 ---------------------------------------------------------------------------------
@@ -394,13 +414,14 @@ class Launcher:
         missing = [self.plan.hosts[i] for i, n in enumerate(nodes) if n is None]
         self.absent |= {i for i, n in enumerate(nodes) if n is None}
         if missing:
-            self.say(f"rendezvous: {len(missing)} node(s) never arrived: {', '.join(missing)}")
+            self.say(f"rendezvous: {_n(len(missing), 'node')} never arrived: {', '.join(missing)}")
             report.add(_finding("ND405", Severity.FAIL,
-                                f"stage rendezvous: {len(missing)} of {self.plan.nnodes} node(s) did not arrive "
+                                f"stage rendezvous: {len(missing)} of {self.plan.nnodes} nodes did not arrive "
                                 f"within {self.args.rendezvous_timeout:.0f} s: {', '.join(missing)}",
                                 STAGE_FIX["rendezvous"], host=", ".join(missing)))
             return self._decide(report, "rendezvous")
-        self.say(f"rendezvous: {self.plan.nnodes} node(s) x {self.plan.nproc} rank(s) in {self.timings['rendezvous']} s")
+        if self.plan.nnodes > 1:
+            self.say(f"rendezvous: all {self.plan.nnodes} nodes arrived in {self.timings['rendezvous']} s")
         t = time.monotonic()
         self._add_probe_findings(report, nodes)
         from .consistency import compare
@@ -412,13 +433,23 @@ class Launcher:
                                 f"agree on all {self.plan.nnodes} nodes"))
         data["node_facts"] = [n["facts"] for n in nodes]
         self.mark("consistency", t)
-        fatal = [n["host"] for n in nodes if n["fatal"]]
-        if fatal:
-            report.notes.append(f"no rank was started: the probe failed on {', '.join(fatal)}")
-            return self._decide(report, "probe")
+        if any(n["fatal"] for n in nodes):
+            return self._probe_stop(nodes, report)
         self.store.set("go", "1")
+        self.say(f"starting {_n(self.plan.nproc, 'rank')} per node")
         self._spawn_workers()
         return self._watch(report)
+
+    def _probe_stop(self, nodes: list[dict], report: Report | None = None) -> Outcome:
+        """The probe failed somewhere: report it, start no rank."""
+        if report is None:  # one node: no rendezvous and no comparison took place
+            report = Report(command="preflight")
+            report.data.update({"nnodes": self.plan.nnodes, "nproc_per_node": self.plan.nproc,
+                                "hosts": list(self.plan.hosts), "node_facts": [n["facts"] for n in nodes]})
+            self._add_probe_findings(report, nodes)
+        fatal = [n["host"] for n in nodes if n["fatal"]]
+        report.notes.append(f"no rank was started: the probe failed on {', '.join(fatal)}")
+        return self._decide(report, "probe")
 
     def _gather_nodes(self) -> list[dict | None]:
         end = min(self.deadline, time.monotonic() + self.args.rendezvous_timeout)
@@ -494,7 +525,7 @@ class Launcher:
 
     def _limit(self, stage: str) -> float:
         if stage in ("not started", "init"):
-            return self.args.init_timeout + 10
+            return self.args.collective_timeout + 10
         return self.args.collective_timeout * (3 if stage.startswith("bench") else 1) + 10
 
     def _stuck(self, states: list[RankState], now: float) -> str | None:
@@ -520,7 +551,8 @@ class Launcher:
             self.absent |= set(lost)
             hosts = [self.plan.hosts[i] for i in lost]
             report.add(_finding("ND407", Severity.FAIL,
-                                f"node(s) {', '.join(hosts)} stopped responding during stage {stage} (no heartbeat "
+                                f"{'node' if len(hosts) == 1 else 'nodes'} {', '.join(hosts)} stopped responding "
+                                f"during stage {stage} (no heartbeat "
                                 f"for {HEARTBEAT_LOST_S:.0f} s; their ranks never finished)"
                                 + (f"; ranks behind: {behind_txt}" if behind_txt else ""),
                                 f"check {', '.join(hosts)} (crashed, rebooted, OOM-killed or cut off): dmesg, "
@@ -537,7 +569,7 @@ class Launcher:
             first = min(errors) if errors else None
             where = self._who(first) if first is not None else self.plan.host
             why = (errors[first]["error"].splitlines()[0] if first is not None and errors[first]["error"]
-                   else f"local rank(s) {local_dead} exited")
+                   else f"local {'rank' if len(local_dead) == 1 else 'ranks'} {local_dead} exited")
             report.add(_finding("ND406", Severity.FAIL,
                                 f"stage {stage} failed on rank {first} ({where}): {why}"
                                 + (f"; ranks that had not arrived: {behind_txt}" if behind_txt else ""),
@@ -555,6 +587,7 @@ class Launcher:
         report.notes.extend(result.get("notes", []))
         report.data.update(result["data"])
         self.timings.update(result.get("timings_s", {}))
+        self.measured_nothing = not result.get("measured", True)
         t = time.monotonic()
         self.store.set("logs/wanted", "1")
         for p in self.procs:
@@ -584,12 +617,22 @@ class Launcher:
         self.timings["total"] = round(time.monotonic() - self.t0, 2)
         report.data["timings_s"] = dict(self.timings)
         report.data.setdefault("stage", stage)
+        report.data.setdefault("localisation", {"skipped": f"the run stopped in stage {stage}"})
+        shape = f"{_n(self.plan.nnodes, 'node')} x {_n(self.plan.nproc, 'rank')}"
         if not report.summary:
             fails = sorted({f.where.host for f in report.findings if f.severity is Severity.FAIL and f.where.host})
-            report.summary = (f"{self.plan.nnodes} node(s) x {self.plan.nproc} rank(s) fit for multi-node training"
-                              if report.verdict is not Severity.FAIL else
-                              f"stopped in stage {stage}" + (f"; look at {', '.join(fails)}" if fails else ""))
+            if report.verdict is Severity.FAIL:
+                report.summary = f"stopped in stage {stage}" + (f"; look at {', '.join(fails)}" if fails else "")
+            elif self.measured_nothing:
+                report.summary = f"{shape}: nothing was measured (ND001); not a go"
+            elif self.plan.nnodes == 1:
+                report.summary = (f"{shape}: this node checks out; inter-node links not tested (run under Slurm "
+                                  "on 2+ nodes)")
+            else:
+                report.summary = f"{shape} fit for multi-node training"
         code = exit_code(report, strict=self.args.strict)
+        if self.measured_nothing:
+            code = max(code, 2)  # could not run: a gate must not pass on no measurement
         return Outcome(code=code, verdict=report.verdict.value, summary=report.summary, report=report)
 
     def publish(self, outcome: Outcome) -> None:

@@ -40,7 +40,7 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     rank = int(env["RANK"])
     store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
-                          timeout=timedelta(seconds=args.init_timeout))
+                          timeout=timedelta(seconds=args.collective_timeout))
     stage = StageKeys(store, rank)
     try:
         stage("init")
@@ -89,7 +89,7 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
     import torch.distributed as dist
 
     from . import bench_worker as bw
-    from .bench import build_report, judge
+    from .bench import build_report, coverage, judge, measured_nothing
     from .preflight import BENCH_SIZES, PAIR_ITERS, PAIR_SIZE, QUICK_SWEEP_CODES
 
     rank = dist.get_rank()
@@ -110,7 +110,8 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
         prefix = "bench "
 
     t = time.monotonic()
-    groups = ("intra", "inter") if nnodes > 1 else ("world",)
+    local = int(env.get("LOCAL_WORLD_SIZE", "1"))
+    groups = ("intra", "inter") if nnodes > 1 and local > 1 else ("world",)  # world: the only distinct group
     cfg = bw.BenchConfig(ops=("all_gather", "reduce_scatter"), groups=groups, sizes=BENCH_SIZES[kind],
                          iters=5, warmup=1, pairs=False, timeout_s=args.collective_timeout)
     if rank == 0:
@@ -123,9 +124,9 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
         pair_cfg = replace(cfg, pair_size=PAIR_SIZE[kind], iters=PAIR_ITERS, warmup=1)
         bw.measure_nodes(bench, pair_cfg, Stages(rank, socket.gethostname(), env), say=_say if rank == 0 else None)
     timings["localise"] = round(time.monotonic() - t, 2)
-    findings = [f for f in judge(bench) if f.code not in QUICK_SWEEP_CODES]
+    findings = [f for f in judge(bench) if f.code not in QUICK_SWEEP_CODES] + coverage(bench, asked=False)
     bench_report = build_report(bench, findings)
-    localisation = bench_report.data.pop("localisation") or {"skipped": "one node: no inter-node link to test"}
+    localisation = bench_report.data.pop("localisation")  # {"skipped": why} when there was no pair pass
 
     smoke_data = None
     if args.fsdp_smoke:
@@ -144,6 +145,7 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
         "data": {"backend": bench.backend, "bench": bench_report.data, "localisation": localisation,
                  "fsdp_smoke": smoke_data},
         "timings_s": timings,
+        "measured": not measured_nothing(bench),
     }
 
 

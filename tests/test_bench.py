@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -133,6 +134,10 @@ def test_nominal_veth_speed_is_no_ceiling():
 def test_report_tables_and_json_keys():
     r = result([node(0, "vm", [0, 1])], [meas(size=s) for s in (1 << 20, 64 << 20)])
     rep = bench.build_report(r, bench.judge(r))
+    assert rep.data["localisation"] == {"skipped": "one node: no inter-node link to test"}  # never null
+    two = result([node(0, "n1", [0]), node(1, "n2", [1])], [meas()])
+    assert bench.build_report(two, bench.judge(two)).data["localisation"] == {
+        "skipped": "the node-pair pass was not run (--no-pairs)"}
     assert rep.tables[0].columns[:2] == ("size (B)", "count") and len(rep.tables[0].rows) == 2
     row = rep.data["results"][0]
     assert {"op", "group", "size_bytes", "time_us", "algbw_gbps", "busbw_gbps", "wrong"} <= set(row)
@@ -141,7 +146,11 @@ def test_report_tables_and_json_keys():
 
 @pytest.mark.parametrize("argv,msg", [(["--ops", "broadcast"], "unknown op 'broadcast'"),
                                       (["--sizes", "1T"], "bad size"), (["--groups", "rack"], "unknown rack"),
-                                      (["--iters", "0"], "--iters must be >= 1")])
+                                      (["--iters", "0"], "--iters must be >= 1"),
+                                      (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
+                                      (["--timeout", "-5"], "--timeout must be > 0 seconds, got -5"),
+                                      (["--deadline", "0"], "--deadline must be > 0 seconds, got 0"),
+                                      (["--collective-timeout", "0"], "--collective-timeout must be > 0 seconds, got 0")])
 def test_bad_arguments_one_line_exit_2(argv, msg):
     proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", *argv], capture_output=True, text=True,
                           timeout=60)
@@ -191,7 +200,7 @@ def test_plain_worker_ranks_all_exit_with_rank0_verdict(tmp_path):
 def test_hung_rank_is_named_with_its_stage():
     e = dict(env(), NCCL_DOCTOR_TEST_STALL="1:reduce_scatter")
     proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K", "--iters", "5",
-                           "--timeout", "4", "--deadline", "60", "--format", "json"],
+                           "--collective-timeout", "4", "--timeout", "60", "--format", "json"],
                           capture_output=True, text=True, timeout=120, env=e)
     assert proc.returncode == 1, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
@@ -232,3 +241,58 @@ def test_bad_gloo_ifname_cli_exits_1_without_launching(venv_env):
     doc = json.loads(p.stdout)
     assert doc["stage"] == "probe" and [f["code"] for f in doc["findings"]] == ["ND216"]
     assert "torch" not in p.stderr  # nothing was launched
+
+
+def test_nothing_measured_warns_and_cannot_pass():
+    """--groups inter on one node: no measurement at all is ND001 (WARN) and "could not run", never a PASS."""
+    r = result([node(0, "vm", [0, 1])])
+    r.skipped = ["inter: needs 2+ nodes (1 node x 2 ranks per node)"]
+    assert bench.measured_nothing(r)
+    [f] = bench.coverage(r, asked=True)
+    assert f.code == "ND001" and f.severity.value == "warn" and "inter: needs 2+ nodes" in f.message
+    rep = bench.build_report(r, bench.judge(r) + [f])
+    assert rep.verdict.value == "warn" and rep.summary.startswith("nothing measured: inter: needs 2+ nodes")
+    # some groups measured: a named group that was skipped still warns; the default groups do not
+    r.results = [meas()]
+    assert not bench.measured_nothing(r)
+    assert [f.code for f in bench.coverage(r, asked=True)] == ["ND001"] and bench.coverage(r, asked=False) == []
+
+
+def test_why_a_group_is_not_measured():
+    assert bw._why_not("inter", 1, 2) == "inter: needs 2+ nodes (1 node x 2 ranks per node)"
+    assert bw._why_not("intra", 1, 2) == "intra: the same group as world on one node (1 node x 2 ranks per node)"
+    assert bw._why_not("intra", 2, 1) == "intra: needs 2+ ranks per node (2 nodes x 1 rank per node)"
+    assert bw._why_not("inter", 2, 1).startswith("inter: the same group as world with 1 rank per node")
+
+
+def test_real_run_that_measures_nothing_exits_2():
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--groups", "inter", "--no-pairs",
+                           "--sizes", "64K", "--format", "json"], capture_output=True, text=True, timeout=120,
+                          env=env())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["verdict"] == "warn" and doc["results"] == [] and doc["pairs"] == []
+    assert [(f["code"], f["severity"]) for f in doc["findings"]] == [("ND001", "warn")]
+    assert "inter: needs 2+ nodes" in doc["findings"][0]["message"]
+    assert doc["localisation"] == {"skipped": "one node: no inter-node link to test"}
+
+
+def test_rank0_that_cannot_write_its_output_records_2_for_the_launcher(tmp_path, capsys):
+    """The launcher returns the code in the stage file: a failed --json-out write must not leave a 0 there."""
+    import argparse
+
+    from nccl_doctor.errors import DoctorError
+    from nccl_doctor.launch import STAGE_DIR_ENV, StageFile, read_stages
+    from nccl_doctor.report import Report
+
+    sf = StageFile(0, "vm", {STAGE_DIR_ENV: str(tmp_path)})
+    args = argparse.Namespace(format="json", json_out=Path("/proc/nccl-doctor-test.json"), junit_out=None,
+                              strict=False)
+    with pytest.raises(DoctorError, match="cannot write /proc/nccl-doctor-test.json"):
+        bench._finish(args, 0, sf, Report(command="bench"), code=0)
+    assert [(s.stage, s.code) for s in read_stages(tmp_path)] == [("failed", 2)]
+    assert json.loads(capsys.readouterr().out)["command"] == "bench"  # the report itself was still printed
+    # a rank that is not rank 0 renders nothing and returns the shared code
+    assert bench._finish(args, 1, StageFile(1, "vm", {STAGE_DIR_ENV: str(tmp_path)}), Report(command="bench"),
+                         code=1) == 0
+    assert capsys.readouterr().out == ""

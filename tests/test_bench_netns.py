@@ -29,7 +29,7 @@ def run_nodes(cluster, nodes, args, env, timeout=150):
 def test_two_nodes_two_ranks_hsdp_groups(cluster_factory, venv_env):
     c = cluster_factory(2)
     args = ["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", f"n1:{free_port()}", "--ops",
-            "all_gather,all_reduce", "--sizes", "256K,1M", "--iters", "5", "--pair-size", "1M", "--deadline", "120",
+            "all_gather,all_reduce", "--sizes", "256K,1M", "--iters", "5", "--pair-size", "1M", "--timeout", "120",
             "--format", "json"]
     rcs, doc, outs = run_nodes(c, c.nodes, args, venv_env)
     assert rcs[0] == rcs[1] and doc["verdict"] in ("pass", "warn"), outs[0][1][-3000:]
@@ -50,7 +50,7 @@ def test_three_nodes_throttled_node_is_named(cluster_factory, venv_env):
     slow = c.nodes[1]
     c.throttle(slow, "200mbit")
     args = ["--nnodes", "3", "--nproc-per-node", "1", "--rdzv-endpoint", f"198.18.0.1:{free_port()}",
-            "--ops", "all_gather", "--sizes", "1M", "--iters", "5", "--pair-size", "2M", "--deadline", "120",
+            "--ops", "all_gather", "--sizes", "1M", "--iters", "5", "--pair-size", "2M", "--timeout", "120",
             "--format", "json"]
     rcs, doc, outs = run_nodes(c, c.nodes, args, venv_env)
     assert rcs == [1, 1, 1], outs[0][1][-3000:]
@@ -66,7 +66,7 @@ def test_two_nodes_slow_link_says_it_cannot_tell_which_end(cluster_factory, venv
     c = cluster_factory(2)
     c.throttle(c.nodes[1], "200mbit")
     args = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint", f"n1:{free_port()}", "--ops",
-            "all_gather", "--sizes", "1M", "--iters", "5", "--pair-size", "2M", "--deadline", "120", "--format", "json"]
+            "all_gather", "--sizes", "1M", "--iters", "5", "--pair-size", "2M", "--timeout", "120", "--format", "json"]
     rcs, doc, outs = run_nodes(c, c.nodes, args, venv_env)
     assert rcs == [1, 1], outs[0][1][-3000:]
     (f,) = [f for f in doc["findings"] if f["code"] == "ND303"]

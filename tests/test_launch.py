@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -109,21 +110,75 @@ def test_stage_files_roundtrip_and_describe(tmp_path):
     assert "deadline of 9 s expired in stage all_gather inter 1 MiB on n1" in text
     assert "rank 1 in all_gather inter 1 MiB" in text and "1 local rank(s) never started" in text
     empty = L.LaunchOutcome(returncode=-15, timed_out=True, elapsed_s=9, stages=(), host="n2", cfg=cfg)
-    assert "stage rendezvous: no worker started on n2 (waiting for 2 node(s) at n1:1" in empty.describe()
+    assert "stage rendezvous: no worker started on n2 (waiting for 2 nodes at n1:1" in empty.describe()
+    assert "the other nodes did not join" in empty.describe()
+    alone = L.LaunchOutcome(returncode=-15, timed_out=True, elapsed_s=9, stages=(), host="n2",
+                            cfg=L.LaunchConfig(nproc_per_node=2, rdzv_endpoint="n2:1", rdzv_id="x", deadline_s=9))
+    assert "a 1-node rendezvous at n2:1" in alone.describe() and "other nodes" not in alone.describe()
+
+
+def _outcome(rc, codes, timed_out=False):
+    cfg = L.LaunchConfig(nproc_per_node=len(codes), rdzv_endpoint="h:1", rdzv_id="x")
+    stages = tuple(L.StageRecord(rank=r, host="h", stage="done", since=0.0, code=c) for r, c in enumerate(codes))
+    return L.LaunchOutcome(returncode=rc, timed_out=timed_out, elapsed_s=1, stages=stages, host="h", cfg=cfg)
+
+
+def test_final_code_is_never_below_what_the_workers_exited_with():
+    assert _outcome(0, [0, 0]).final_code() == 0
+    assert _outcome(0, [1, 1]).final_code() == 1  # the shared verdict, workers exited 0 on purpose
+    assert _outcome(1, [0, 0]).final_code() == 1  # a recorded 0, then a rank failed: never 0
+    assert _outcome(1, [2, 0]).final_code() == 2  # rank 0 could not write its output: its 2 wins over torchrun's 1
+    assert _outcome(-9, [0, 0]).final_code() == 1  # torchrun killed by a signal
+    assert _outcome(1, [None, None]).final_code() is None  # no verdict: the launcher reports
+    assert _outcome(-15, [0, 0], timed_out=True).final_code() is None
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("host:99999", "port 99999 is not a TCP port (1-65535)"), ("host:0", "port 0 is not a TCP port"),
+    ("nohostport", "is not HOST:PORT"), (":abc", "is not HOST:PORT"), (":29500", "is not HOST:PORT"),
+    ("host:", "is not HOST:PORT")])
+def test_rdzv_endpoint_syntax_and_port_range(text, msg):
+    with pytest.raises(InputError, match=re.escape(msg)):
+        L.parse_endpoint(text)
+
+
+def test_rdzv_endpoint_parses_and_resolves():
+    assert L.parse_endpoint("n1:29500") == ("n1", 29500)
+    assert L.parse_endpoint("[::1]:29500") == ("::1", 29500)
+    L.resolve("127.0.0.1", "--rdzv-endpoint")
+    with pytest.raises(InputError, match="--rdzv-endpoint: cannot resolve host 'no-such-host.invalid'"):
+        L.resolve("no-such-host.invalid", "--rdzv-endpoint")
+    with pytest.raises(InputError, match="cannot resolve host"):
+        L.plan_launch(nnodes=1, nproc_per_node=1, rdzv_endpoint="no-such-host.invalid:29500", rdzv_id=None,
+                      join_timeout_s=1, deadline_s=1, env={})
+    with pytest.raises(InputError, match="MASTER_PORT 70000 is not a TCP port"):
+        L.slurm_launch_config({**SLURM, "MASTER_PORT": "70000"})
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--rdzv-endpoint", "host:99999"], "--rdzv-endpoint 'host:99999': port 99999 is not a TCP port (1-65535)"),
+    (["--rdzv-endpoint", "nohostport"], "--rdzv-endpoint 'nohostport' is not HOST:PORT"),
+    (["--rdzv-endpoint", "no-such-host.invalid:29500"], "cannot resolve host 'no-such-host.invalid'")])
+def test_bad_rdzv_endpoint_cli_one_line_exit_2_at_once(argv, msg):
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", *argv], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and msg in proc.stderr, proc.stderr
+    assert time.monotonic() - t0 < 20 and proc.stdout == ""
 
 
 def test_deadline_kills_the_group_and_names_rendezvous():
     """A 2-node run whose second node never comes: the parent's deadline fires and says so."""
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--nnodes", "2", "--nproc-per-node", "1",
-                           "--rdzv-endpoint", f"127.0.0.1:{L.free_port()}", "--deadline", "6", "--format", "json"],
+                           "--rdzv-endpoint", f"127.0.0.1:{L.free_port()}", "--timeout", "6", "--format", "json"],
                           capture_output=True, text=True, timeout=60)
     assert time.monotonic() - t0 < 30
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert doc["stage"] == "rendezvous" and doc["timed_out"] is True
     (f,) = doc["findings"]
-    assert f["code"] == "ND309" and "no worker started" in f["message"] and "waiting for 2 node(s)" in f["message"]
+    assert f["code"] == "ND309" and "no worker started" in f["message"] and "waiting for 2 nodes" in f["message"]
     os.unlink(doc["worker_log"])  # kept for the user after a failure
 
 
@@ -151,3 +206,41 @@ after the dump
     assert "ChildFailedError" not in text and "FAILED" not in text and "SIGTERM" not in text and "====" not in text
     assert text.startswith("nccl-doctor bench: [1/3]") and "ValueError: a worker's own crash stays visible" in text
     assert text.rstrip().endswith("after the dump") and text.count("Traceback") == 1
+
+
+def test_stderr_filter_drops_torchrun_signal_traceback_on_interrupt():
+    """Ctrl-C: we SIGTERM torchrun, which dies with a SignalException traceback; the user pressed the key."""
+    dump = b"""nccl-doctor bench: [3/15] all_gather world 256 KiB: busbw 0.267 GB/s
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "/x/torch/distributed/elastic/agent/server/api.py", line 923, in _invoke_run
+    time.sleep(monitor_interval)
+  File "/x/torch/distributed/elastic/multiprocessing/api.py", line 86, in _terminate_process_handler
+    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)
+torch.distributed.elastic.multiprocessing.api.SignalException: Process 15513 got signal: 15
+"""
+    f = L.StderrFilter()
+    shown = b"".join(x for line in dump.splitlines(keepends=True) for x in f.feed(line)) + b"".join(f.flush())
+    assert shown.decode() == "nccl-doctor bench: [3/15] all_gather world 256 KiB: busbw 0.267 GB/s\n"
+
+
+def test_ctrl_c_exits_130_without_torchrun_traceback():
+    """SIGINT to the parent (Ctrl-C): it stops the workers and says `interrupted`, with none of torchrun's noise."""
+    import signal
+
+    env = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_JOB_ID", "GLOO_SOCKET_IFNAME"):
+        env.pop(var, None)
+    proc = subprocess.Popen([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K:64M", "--no-pairs"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = proc.stderr.readline()  # the first progress line: the workers are measuring
+        assert "[1/" in first, first
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and time.monotonic() - t0 < 15
+    assert err.rstrip().endswith("nccl-doctor bench: interrupted"), err[-2000:]
+    assert "Traceback" not in err and "SignalException" not in err, err[-2000:]

@@ -40,6 +40,10 @@ def test_single_machine_preflight_passes_with_json(tmp_path, venv_env):
     assert set(doc["timings_s"]) >= {"probe", "rendezvous", "bench", "total"}
     assert "<testsuites" in junit.read_text()
     assert "nccl-doctor preflight: " in proc.stdout
+    # one node cannot certify multi-node training: say what was checked and what was not
+    assert "1 node x 2 ranks: this node checks out; inter-node links not tested" in doc["summary"]
+    assert "fit for multi-node" not in proc.stdout and "node(s)" not in proc.stdout + proc.stderr
+    assert doc["localisation"] == {"skipped": "one node: no inter-node link to test"}
     assert sorted(tmp_path.iterdir()) == sorted([out, junit])  # nothing else left in the working dir
 
 
@@ -48,6 +52,51 @@ def test_bad_deadline_is_one_line_exit_2(venv_env):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "nccl-doctor preflight: error: --timeout must be > 0 (got 0.0)"
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--port", "70000"], "--port 70000 is not a TCP port (1-65535)"),
+    (["--port", "-1"], "--port -1 is not a TCP port (1-65535)"),
+    (["--collective-timeout", "0"], "--collective-timeout must be > 0 (got 0.0)"),
+    (["--rendezvous-timeout", "-1"], "--rendezvous-timeout must be > 0 (got -1.0)")])
+def test_bad_rendezvous_and_timeout_options_are_one_line_exit_2(argv, msg, venv_env):
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "preflight", *argv], env=venv_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"nccl-doctor preflight: error: {msg}", proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_single_node_probe_failure_claims_no_rendezvous(venv_env):
+    """A wrong NCCL_SOCKET_IFNAME on one node: stop after the probe; no rendezvous, no rank, no such claim."""
+    env = dict(venv_env, NCCL_SOCKET_IFNAME="eth9")
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "preflight", "--format", "json"], env=env,
+                          capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["stage"] == "probe" and set(doc["timings_s"]) == {"probe", "total"}
+    assert "ND202" in {f["code"] for f in doc["findings"] if f["severity"] == "fail"}
+    assert "probe FAILED" in proc.stderr and "rendezvous" not in proc.stderr and "rank" not in proc.stderr
+    assert doc["localisation"] == {"skipped": "the run stopped in stage probe"}
+
+
+def test_a_run_that_measured_nothing_cannot_pass(tmp_path):
+    """Same rule as bench: the ranks ran but measured nothing -> ND001 WARN from the worker, exit 2."""
+    import shutil
+
+    from nccl_doctor.preflight import Launcher, NodePlan
+    from nccl_doctor.report import Report
+
+    plan = NodePlan(nnodes=1, node_rank=0, hosts=("vm",), head="127.0.0.1", port=1, nproc=1, slurm=False, host="vm")
+    launcher = Launcher(argparse.Namespace(timeout=10, strict=False), plan, {})
+    try:
+        launcher.measured_nothing = True
+        out = launcher._decide(Report(command="preflight"), "done")
+        assert out.code == 2 and "nothing was measured" in out.summary
+        launcher.measured_nothing = False
+        out = launcher._decide(Report(command="preflight"), "done")
+        assert out.code == 0 and out.summary.startswith("1 node x 1 rank: this node checks out")
+    finally:
+        shutil.rmtree(launcher.log_dir, ignore_errors=True)
 
 
 def test_plan_outside_slurm_is_one_node_two_ranks():
