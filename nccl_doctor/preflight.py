@@ -194,6 +194,41 @@ class RankState:
     since: float = field(default_factory=time.monotonic)
 
 
+def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> dict:
+    """Parse one node's captured NCCL_DEBUG=INFO logs: the transport NCCL really used per communicator,
+    and the parser's findings; or why there is nothing to parse. JSON-ready (it crosses the store)."""
+    from .logdiag import diagnose
+    from .logparse import parse_paths
+
+    files = sorted(log_dir.glob("*.log"))
+    if not files:
+        why = ("the ranks ran Gloo on CPU (no GPU or --cpu), so NCCL never ran and wrote no log"
+               if backend == "gloo" else f"NCCL wrote no log on {host} (NCCL_DEBUG_FILE not honoured?)")
+        return {"host": host, "skipped": why, "findings": []}
+    rep = diagnose(parse_paths(files))
+    comms = [{k: c.get(k) for k in ("id", "nranks", "nnodes", "intra_node", "inter_node")}
+             for c in rep.data.get("communicators", [])]
+    return {"host": host, "skipped": None, "files": len(files), "inter_node": rep.data.get("inter_node"),
+            "intra_node": rep.data.get("intra_node"), "communicators": comms,
+            "findings": [f.as_dict() for f in rep.findings]}
+
+
+def nccl_log_table(logs: list[dict]) -> Table | None:
+    """What NCCL really used, per node and communicator (world, the HSDP intra- and inter-node groups)."""
+    rows = []
+    for lg in logs:
+        for c in lg.get("communicators") or []:
+            inter = c.get("inter_node") or {}
+            gdr = {True: "yes", False: "no"}.get(inter.get("gdr"), "-")
+            rows.append((lg["host"], str(c.get("id")), str(c.get("nranks") or "-"), str(c.get("nnodes") or "-"),
+                         ", ".join(c.get("intra_node") or []) or "-", inter.get("transport") or "-", gdr))
+    if not rows:
+        return None
+    return Table(title="Transports NCCL used (from its NCCL_DEBUG=INFO logs)",
+                 columns=("host", "communicator", "ranks", "nodes", "intra-node", "inter-node", "GDR"),
+                 rows=tuple(rows))
+
+
 class Launcher:
     """One node's side of the run. Node 0 also decides; the others follow its verdict."""
 
@@ -342,21 +377,7 @@ class Launcher:
         return self.store.get(key).decode() if self.store.check([key]) else None
 
     def _nccl_logs(self) -> dict:
-        """Parse this node's captured NCCL logs: the transport NCCL really used, or why there is none."""
-        files = sorted(self.log_dir.glob("*.log"))
-        if not files:
-            why = ("the ranks ran Gloo on CPU (no GPU or --cpu), so NCCL never ran and wrote no log"
-                   if self._backend() == "gloo" else "NCCL wrote no log (NCCL_DEBUG_FILE not honoured?)")
-            return {"skipped": why, "findings": []}
-        try:
-            from .logparse import diagnose, parse_paths
-        except ImportError as exc:
-            return {"skipped": f"the NCCL log parser is not available ({exc})", "findings": []}
-        try:
-            rep = diagnose(parse_paths(files))
-        except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the run's verdict
-            return {"skipped": f"parsing the NCCL logs failed: {exc}", "findings": []}
-        return {"skipped": None, "findings": [f.as_dict() for f in rep.findings], "files": len(files)}
+        return nccl_log_summary(self.log_dir, self._backend(), host=self.plan.host)
 
     def _backend(self) -> str:
         from .launch import visible_gpus
@@ -609,6 +630,9 @@ class Launcher:
         for lg in logs:
             report.extend(finding_from_dict(f) for f in lg["findings"])
         report.data["nccl_logs"] = logs
+        table = nccl_log_table(logs)
+        if table:
+            report.tables.append(table)
         self.mark("nccl-logs", t)
         return self._decide(report, "done")
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,35 @@ def test_findings_survive_the_trip_through_the_store():
     f = Finding(code="ND302", severity=Severity.FAIL, message="m", fix="x", where=Where(host="n2", iface="eth1"),
                 evidence=("a", "b"))
     assert finding_from_dict(json.loads(json.dumps(f.as_dict()))) == f
+
+
+def test_nccl_log_step_reports_the_transport_nccl_used(tmp_path):
+    """The GPU path's log step, fed a real captured log (per-rank files as NCCL_DEBUG_FILE writes them):
+    the transport per communicator and the parser's findings reach the preflight report."""
+    import shutil
+
+    from nccl_doctor.preflight import nccl_log_summary, nccl_log_table
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures/nccl-logs"
+    shutil.copy(fixtures / "041-h20-ib-gdrdma-cumem-2node.log", tmp_path / "node01.1234.log")
+    summary = nccl_log_summary(tmp_path, "nccl", host="node01")
+    assert summary["skipped"] is None and summary["files"] == 1
+    assert summary["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines"}
+    assert "ND101" in {f["code"] for f in summary["findings"]}
+    json.dumps(summary)  # crosses the rendezvous store as JSON
+    table = nccl_log_table([summary])
+    assert table is not None and ("IB", "yes") == table.rows[0][5:]
+
+    shutil.copy(fixtures / "052-socket-two-ifaces-selected-lines.log", tmp_path / "node01.1235.log")
+    mixed = nccl_log_summary(tmp_path, "nccl", host="node01")
+    assert mixed["files"] == 2 and "Socket" in {c["inter_node"]["transport"] for c in mixed["communicators"]}
+
+
+def test_nccl_log_step_says_why_it_was_skipped(tmp_path):
+    from nccl_doctor.preflight import nccl_log_summary, nccl_log_table
+
+    gloo = nccl_log_summary(tmp_path, "gloo", host="n1")
+    assert "Gloo on CPU" in gloo["skipped"] and gloo["findings"] == []
+    nccl = nccl_log_summary(tmp_path, "nccl", host="n1")
+    assert "NCCL wrote no log on n1" in nccl["skipped"]
+    assert nccl_log_table([gloo, nccl]) is None
