@@ -12,11 +12,11 @@ import argparse
 import importlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from . import __version__
 from .errors import DoctorError
+from .files import atomic_write
 from .render import make_console, render_json, render_junit, render_text
 from .report import Report, exit_code
 
@@ -90,13 +90,7 @@ def write_output(path: Path, text: str, *, inputs: tuple[Path, ...] = ()) -> Non
     """Write atomically (a reader never sees half a report), with the usual umask-based mode."""
     target = check_output(path, inputs=inputs)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the report from a dashboard user
-        os.replace(tmp, target)
+        atomic_write(target, text)
     except OSError as exc:
         raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
 

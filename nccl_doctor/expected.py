@@ -99,7 +99,7 @@ def _socket(node, backend: str, route_iface: str | None):
     else:
         names, how = [route_iface], "Gloo, the interface routing to the rendezvous host"
     ifaces = [node.facts.iface(n) for n in names]
-    real = [i for i in ifaces if i is not None and i.kind != "loopback" and i.name != "lo"]
+    real = [i for i in ifaces if i is not None and i.name not in ("lo", node.facts.loopback)]
     speeds = [i.speed_mbps for i in real if i.speed_mbps and i.speed_mbps > 0]
     if not real or len(speeds) != len(real):
         missing = [i.name for i in real if not (i.speed_mbps and i.speed_mbps > 0)]

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .logparse import Comm, Evidence, Group, ParseResult
-from .report import Finding, Report, Severity, Table, Where
+from .report import Finding, Report, Severity, Table, Where, hosts_text, plural
 
 # NCCL return codes (nccl.h) as they appear in "file.cc:NN -> N" traces.
 RETCODES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
@@ -174,21 +174,14 @@ def ranges(numbers) -> str:
     return ",".join(out)
 
 
-def _plural(n: int, word: str) -> str:
-    """"1 rank", "2 ranks"."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def _first_host(g: Group) -> str | None:
     return sorted(g.hosts)[0] if g.hosts else None
 
 
-def _hosts_phrase(hosts) -> str:
-    hosts = sorted(h for h in hosts if h and h != "?")
-    if not hosts:
-        return ""
-    more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
-    return " on " + ", ".join(hosts[:3]) + more
+def _on(hosts) -> str:
+    """`` on n[1-3,7]`` for the hosts lines came from (``?``, an unknown host, is left out); ``""`` for none."""
+    text = hosts_text(h for h in hosts if h != "?")
+    return f" on {text}" if text else ""
 
 
 def _evidence(groups: list[Group], limit: int = 3) -> tuple[str, ...]:
@@ -363,8 +356,8 @@ _VERBS_FIX = {
 def _error_text(category: str, cls: str, groups: list[Group], count: int, hosts,
                 r: ParseResult) -> tuple[str, str]:
     """Message and fix for groups of one category whose texts select the same fix (``cls``)."""
-    on = _hosts_phrase(hosts)
-    times = _plural(count, "time")
+    on = _on(hosts)
+    times = plural(count, "time")
     shown = [g.text or g.kind for g in groups]
     if category == "ib-completion":
         statuses = [cls] if cls else []
@@ -422,7 +415,7 @@ def _trace_finding(r: ParseResult) -> Finding | None:
     ev = r.facts.get("retcode")
     hosts = r.fact_hosts.get("retcode", ())
     return Finding(code="ND115", severity=Severity.FAIL,
-                   message=f"NCCL calls returned errors{_hosts_phrase(hosts)}: {names}",
+                   message=f"NCCL calls returned errors{_on(hosts)}: {names}",
                    fix="find the first NCCL WARN of the first failing rank (rerun with NCCL_DEBUG=INFO if none is shown)",
                    where=_where(ev), evidence=_quoted([ev] if ev else []))
 
@@ -458,7 +451,7 @@ def _rdma_hardware(r: ParseResult) -> list[str]:
     if r.ib_sideband:
         signs.append("NET/IB found a sideband interface")
     if r.ib_devices:
-        signs.append(f"NET/IB devices on {_plural(len(r.ib_devices), 'host')}")
+        signs.append(f"NET/IB devices on {plural(len(r.ib_devices), 'host')}")
     if any("efa" in p for p in r.ofi_providers):
         signs.append("libfabric EFA provider")
     if r.verbs_seen:
@@ -506,7 +499,7 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
     elif t == "OFI" and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
         prov = ", ".join(r.ofi_providers)
         said = _facts(r, *(f"ofi:{p}" for p in r.ofi_providers))
-        on = _hosts_phrase(set().union(*(r.fact_hosts.get(f"ofi:{p}", set()) for p in r.ofi_providers)))
+        on = _on(set().union(*(r.fact_hosts.get(f"ofi:{p}", set()) for p in r.ofi_providers)))
         out.append(Finding(
             code="ND116", severity=Severity.FAIL,
             message=f"aws-ofi-nccl selected libfabric provider '{prov}', not 'efa'{on}: inter-node traffic runs over TCP",
@@ -589,7 +582,7 @@ def _version_finding(r: ParseResult) -> Finding | None:
     base = {v.split("-")[0] for v in r.versions}
     if len(base) < 2:
         return None
-    parts = [f"{v} ({len(who)} process{'es' if len(who) != 1 else ''})" if who else v
+    parts = [f"{v} ({plural(len(who), 'process', 'processes')})" if who else v
              for v, who in sorted(r.versions.items())]
     return Finding(code="ND107", severity=Severity.WARN,
                    message=f"different NCCL versions in one job: {', '.join(parts)}",
@@ -609,7 +602,7 @@ def _warning_findings(r: ParseResult) -> list[Finding]:
         elif "connect" in kind.lower():
             fix = "connections to peers are retried: check routing/firewall on the interface NCCL uses"
         out.append(Finding(code="ND108", severity=Severity.WARN,
-                           message=f"NCCL warning x{g.count}{_hosts_phrase(g.hosts)}: {g.text or kind}",
+                           message=f"NCCL warning x{g.count}{_on(g.hosts)}: {g.text or kind}",
                            fix=fix, where=Where(host=_first_host(g), file=g.first.file if g.first else None,
                                                 line=g.first.line if g.first else None),
                            evidence=_evidence([g], 2)))
@@ -625,8 +618,7 @@ def _input_findings(r: ParseResult) -> list[Finding]:
                                fix="copy the log again (gzip -t FILE checks a .gz)", where=Where(file=s["name"])))
         elif s.get("cut_lines"):
             out.append(Finding(code="ND117", severity=Severity.WARN,
-                               message=f"{s['name']}: {_plural(s['cut_lines'], 'over-long line')} "
-                                       f"{'was' if s['cut_lines'] == 1 else 'were'} cut",
+                               message=f"{s['name']}: {plural(s['cut_lines'], 'over-long line')} cut",
                                where=Where(file=s["name"])))
     return out
 
@@ -722,8 +714,8 @@ def diagnose(r: ParseResult) -> Report:
     parts = [f"inter-node {inter.transport}{gdr}"]
     if intra:
         parts.append(f"intra-node {', '.join(intra)}")
-    parts.append(f"{_plural(len(r.hosts), 'host')}, {_plural(len(ranks), 'rank')} seen, "
-                 f"{_plural(len(comms), 'communicator')}")
+    parts.append(f"{plural(len(r.hosts), 'host')}, {plural(len(ranks), 'rank')} seen, "
+                 f"{plural(len(comms), 'communicator')}")
     if r.versions:
         parts.append("NCCL " + ", ".join(sorted(r.versions)))
     report.summary = "; ".join(parts)
@@ -731,9 +723,8 @@ def diagnose(r: ParseResult) -> Report:
         why = sorted({s.rsplit(": ", 1)[1] for s in r.skipped})
         names = ", ".join(s.rsplit(": ", 1)[0] for s in r.skipped[:5])
         more = f" and {len(r.skipped) - 5} more" if len(r.skipped) > 5 else ""
-        report.notes.append(f"skipped {_plural(len(r.skipped), 'file')} of the directory walk that "
-                            f"{'is' if len(r.skipped) == 1 else 'are'} evidently not logs ({', '.join(why)}): "
-                            f"{names}{more}; name a file explicitly to parse it anyway")
+        report.notes.append(f"skipped {plural(len(r.skipped), 'file')} of the directory walk, evidently not "
+                            f"logs ({', '.join(why)}): {names}{more}; name a file explicitly to parse it anyway")
     report.data = {
         "inter_node": {"transport": inter.transport, "gdr": inter.gdr, "evidence": inter.evidence},
         "intra_node": {"transports": intra},

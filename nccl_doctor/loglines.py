@@ -67,11 +67,6 @@ def not_a_log(path: Path) -> str | None:
     return f"{suffix} file" if suffix in NOT_LOG_SUFFIXES else None
 
 
-def resolve_sources(paths: list[str]) -> list[Source]:
-    """The sources of ``resolve_inputs``."""
-    return resolve_inputs(paths).sources
-
-
 def resolve_inputs(paths: list[str]) -> Inputs:
     """Expand directories (recursively, sorted, hidden and evidently-not-log files skipped); refuse
     missing paths. Files named explicitly are always read."""
@@ -208,7 +203,8 @@ def _decode_line(raw: bytes) -> str:
 
 
 def read_lines(source: Source, stats: ReadStats) -> Iterator[str]:
-    """Yield decoded physical lines (without line ends) of one source; see ``read_blocks``."""
+    """Yield decoded physical lines (without line ends) of one source: ``read_blocks`` one line at a
+    time, the simple API for callers that want lines, not blocks."""
     for block in read_blocks(source, stats):
         yield from block
 
@@ -219,18 +215,6 @@ def _describe_read_error(exc: BaseException) -> str:
     if isinstance(exc, (zlib.error, gzip.BadGzipFile)):
         return f"corrupt compressed data ({exc})"
     return f"read error ({getattr(exc, 'strerror', None) or exc})"
-
-
-def is_probably_binary(path: Path) -> bool:
-    """True for files whose first KiB has NUL bytes (core dumps, checkpoints...)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(1024)
-        if head[:2] == _GZIP_MAGIC:
-            return False
-        return b"\x00" in head
-    except OSError:
-        return False
 
 
 # --- text helpers -----------------------------------------------------------------------------
@@ -264,12 +248,3 @@ WRAP_MIN = 100  # a line shorter than this was not hard-wrapped by a terminal
 def is_continuation(line: str) -> bool:
     """A physical line that only makes sense glued to the one before (terminal hard wrap)."""
     return bool(line) and not _RECORD_START_RE.match(line)
-
-
-def source_size(source: Source) -> int | None:
-    if source.path is None:
-        return None
-    try:
-        return os.path.getsize(source.path)
-    except OSError:
-        return None

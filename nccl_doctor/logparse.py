@@ -17,7 +17,7 @@ from typing import Iterable
 
 from . import loglines
 from .errors import InputError
-from .loglines import ReadStats, Source, clean, is_continuation
+from .loglines import ReadStats, clean, is_continuation
 
 # --- the model ----------------------------------------------------------------------------------
 
@@ -1048,13 +1048,6 @@ def parse_paths(paths: list) -> ParseResult:
             entry["error"] = stats.error
         p.result.sources.append(entry)
     return p.finish()
-
-
-def diagnose(result: ParseResult):
-    """``logdiag.diagnose`` (imported late: logdiag imports this module), for callers of the parser only."""
-    from .logdiag import diagnose as _diagnose
-
-    return _diagnose(result)
 
 
 def no_nccl_message(result: ParseResult) -> str:

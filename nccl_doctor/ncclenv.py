@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from .sysfs import FsReader, Interface, RdmaDevice
+from .sysfs import FsReader, Interface, RdmaDevice, loopback_name
 
 # Variables NCCL (2.4 .. 2.30) reads; used to spot typos. Not exhaustive: unknown names are only
 # flagged when close to one of these.
@@ -60,7 +60,6 @@ NOT_READ = {"NCCL_TIMEOUT": "NCCL has no collective timeout; set init_process_gr
 GDR_LEVEL_NAMES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
 GDR_LEVEL_INTS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS"}
 DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE", "ABORT")
-BUILTIN_NETS = {"ib": "IB", "socket": "Socket"}
 KNOWN_PLUGIN_NETS = ("libfabric", "aws libfabric", "ibext", "ucx", "ucx-rma", "gib", "gpudirecttcpx", "fastrak")
 
 
@@ -85,10 +84,6 @@ def parse_c_int(text: str) -> tuple[int, bool]:
     else:
         value = int(digits)
     return (-value if sign == "-" else value), m.end() == len(text)
-
-
-def is_truthy_word(text: str) -> bool:
-    return text.strip().lower() in ("true", "yes", "on", "y", "t", "enable", "enabled")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -375,8 +370,7 @@ def gloo_ifaces(ifaces: list[Interface], settings: Settings, hostname: str, etc_
         return GlooChoice([], None, f"hostname {hostname!r} is not in /etc/hosts (resolved by DNS; not checked)")
     owner = _owner(ifaces, addr)
     if owner is None:
-        lo = next((i.name for i in ifaces if i.kind == "loopback"), "lo")
-        return GlooChoice([lo], "127.0.0.1", f"hostname {hostname!r} -> {addr}, not a local address: loopback fallback")
+        return GlooChoice([loopback_name(ifaces) or "lo"], "127.0.0.1", f"hostname {hostname!r} -> {addr}, not a local address: loopback fallback")
     return GlooChoice([owner], addr, f"hostname {hostname!r} -> {addr} (/etc/hosts)")
 
 
@@ -386,7 +380,7 @@ def _owner(ifaces: list[Interface], addr: str) -> str | None:
     except ValueError:
         return None
     if ip.is_loopback:
-        return next((i.name for i in ifaces if i.kind == "loopback"), "lo")
+        return loopback_name(ifaces) or "lo"
     for i in ifaces:
         if any(ipaddress.ip_address(a.address) == ip for a in i.addresses):
             return i.name

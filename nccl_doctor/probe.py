@@ -22,7 +22,7 @@ from .ncclenv import (
     overmatching_prefixes, parse_c_int, parse_if_list,
 )
 from .report import Finding, Report, Severity, Table, Where
-from .sysfs import FsReader, Interface, NodeFacts, PciInfo, classify, read_node
+from .sysfs import FsReader, Interface, NodeFacts, PciInfo, classify, link_mbps, read_node
 
 PASS, WARN, FAIL = Severity.PASS, Severity.WARN, Severity.FAIL
 
@@ -135,18 +135,13 @@ def best_socket_ifaces(node: NodeProbe) -> list[str]:
 
     def key(i: Interface):
         fabric = 0 if i.rdma and i.role == "data" else 1
-        return (i.role == "management", fabric, prio.get(i.kind, 6), -_speed(i), i.ifindex or 0)
+        return (i.role == "management", fabric, prio.get(i.kind, 6), -link_mbps(i), i.ifindex or 0)
 
     live.sort(key=key)
     top = live[0]
     if node.nccl_ib.ports:  # sockets carry bootstrap/OOB only: one interface is enough
         return [top.name]
     return [i.name for i in live if key(i)[:4] == key(top)[:4]][:4]
-
-
-def _speed(i: Interface) -> int:
-    rates = [r["rate_gbps"] for r in i.rdma if r.get("rate_gbps")]
-    return int(max(rates) * 1000) if rates else (i.speed_mbps or 0)
 
 
 def check_socket(node: NodeProbe) -> list[Finding]:
@@ -188,7 +183,8 @@ def check_socket(node: NodeProbe) -> list[Finding]:
                       fix_if))
     if sc.bootstrap:
         b = facts.iface(sc.bootstrap)
-        assert b is not None
+        if b is None:  # the choice comes from these interfaces; never from a name that is not here
+            return out
         data = [i for i in facts.interfaces if i.role == "data" and i.running and i.addresses and i.name != b.name]
         if b.role == "management" and data:
             use = "bootstrap" if node.nccl_ib.ports else "bootstrap and all inter-node traffic (NET/Socket)"
@@ -215,7 +211,7 @@ def _quoted_ifname(node: NodeProbe, v: str) -> Finding:
 
 
 def _fmt_speed(i: Interface) -> str:
-    s = _speed(i)
+    s = link_mbps(i)
     return "speed unknown" if not s else (f"{s // 1000} Gb/s" if s >= 1000 else f"{s} Mb/s")
 
 
@@ -363,7 +359,7 @@ def check_gloo(node: NodeProbe) -> list[Finding]:
                           f"{hint}: Gloo fails with 'Unable to find address for: {name}'", fix, iface=name))
         for name in g.down:
             out.append(_f("ND216", WARN, node, f"GLOO_SOCKET_IFNAME={v}: {name} is down", fix, iface=name))
-    elif g.ifaces and all(i == "lo" or (node.facts.iface(i) and node.facts.iface(i).kind == "loopback") for i in g.ifaces):
+    elif g.ifaces and all(i in ("lo", node.facts.loopback) for i in g.ifaces):
         out.append(_f("ND215", WARN, node, f"Gloo will bind loopback ({g.rule}): multi-node Gloo groups fail with "
                       "'Connection refused, remote=[127.0.0.1]'", fix, iface=g.ifaces[0]))
     return out
@@ -383,8 +379,7 @@ def check_env(node: NodeProbe) -> list[Finding]:
                 if name.endswith("_DISABLE") and n == 0:
                     meaning += f": {name.removesuffix('_DISABLE').removeprefix('NCCL_')} stays ENABLED"
                 out.append(_f("ND217", WARN, node, f"{name}={v}{src} is not an integer; {meaning}",
-                              f"export {name}={1 if name.endswith('_DISABLE') else n}" if name.endswith("_DISABLE")
-                              else f"unset {name}"))
+                              f"export {name}=1" if name.endswith("_DISABLE") else f"unset {name}"))
         if name in ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL") and gdr_level(v) is None:
             up = f" (did you mean {v.upper()}?)" if v.upper() in ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS") else ""
             node_hint = " (NODE is an nvidia-smi term; NCCL calls it PHB)" if v.upper() == "NODE" else ""
@@ -576,7 +571,7 @@ def interface_table(node: NodeProbe) -> Table:
         detail = ", ".join(x for x in ((i.virtual_kind if i.kind == "virtual" else None),
                                        ("uplink" if i.kind == "virtual" and i.role == "data" else None)) if x)
         rows.append((i.name, i.kind + (f" ({detail})" if detail else ""),
-                     i.operstate, _fmt_speed(i) if _speed(i) else "-", str(i.mtu or "-"),
+                     i.operstate, _fmt_speed(i) if link_mbps(i) else "-", str(i.mtu or "-"),
                      " ".join(str(a) for a in i.addresses if a.scope != "link") or "-", _rdma_cell(i) or "-",
                      "-" if i.numa_node is None else str(i.numa_node), chosen))
     return Table(title=f"Interfaces on {node.host}", columns=("interface", "kind", "state", "speed", "MTU",

@@ -8,8 +8,8 @@ a pure function of it.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterable, Mapping
 
 SCHEMA_VERSION = "1.0"
 
@@ -46,6 +46,11 @@ class Where:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Where:
+        """The inverse of ``as_dict``; keys this version does not know are dropped."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None})
 
     def __str__(self) -> str:
         parts = []
@@ -88,6 +93,13 @@ class Finding:
             "evidence": list(self.evidence),
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
+        """The inverse of ``as_dict`` (its derived ``name`` is ignored): findings travel between
+        nodes as JSON."""
+        return cls(code=d["code"], severity=Severity(d["severity"]), message=d["message"], fix=d.get("fix"),
+                   where=Where.from_dict(d.get("where") or {}), evidence=tuple(d.get("evidence") or ()))
+
 
 @dataclass(frozen=True, kw_only=True)
 class Table:
@@ -97,6 +109,16 @@ class Table:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     caption: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows],
+                "caption": self.caption}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Table:
+        """The inverse of ``as_dict``: tables travel between nodes as JSON."""
+        return cls(title=d["title"], columns=tuple(d["columns"]), rows=tuple(tuple(r) for r in d["rows"]),
+                   caption=d.get("caption"))
 
 
 @dataclass(kw_only=True)
@@ -123,6 +145,25 @@ class Report:
     def sorted_findings(self) -> list[Finding]:
         """Worst first, then by code; stable for identical codes."""
         return sorted(self.findings, key=lambda f: (-f.severity.rank, f.code))
+
+
+def plural(n: int, word: str, plural_word: str | None = None) -> str:
+    """``1 node``, ``2 nodes`` (``plural_word`` for irregular ones)."""
+    return f"{n} {word if n == 1 else (plural_word or word + 's')}"
+
+
+def hosts_text(hosts: Iterable[str]) -> str:
+    """Hosts in Slurm's compact form (``n[001-003,007]``): 1,024 nodes stay one readable line, and
+    ``scontrol``/``srun -w`` accept it as is. Empty names are dropped; ``""`` for none."""
+    names = sorted({h for h in hosts if h})
+    if not names:
+        return ""
+    import hostlist
+
+    try:
+        return hostlist.collect_hostlist(names)
+    except hostlist.BadHostlist:  # a name with a comma or bracket: no compact form exists
+        return ",".join(names)
 
 
 def exit_code(report: Report, *, strict: bool = False) -> int:

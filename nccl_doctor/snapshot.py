@@ -11,13 +11,13 @@ import errno
 import io
 import os
 import tarfile
-import tempfile
 import time
 import zlib
 from pathlib import Path
 from typing import Iterable
 
 from .errors import DoctorError, InputError
+from .files import atomic_write
 from .sysfs import FsReader
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -40,6 +40,7 @@ def check_snapshot_target(path: Path, *, archive: Path | None = None, tree: Path
         raise InputError(f"--snapshot {path}: is a directory")
     return target
 
+
 def write_snapshot(fs: FsReader, path: Path) -> int:
     """Write the recorded files/links/dirs of ``fs`` to ``path`` (gzip tar); returns the entry count."""
     now = time.time()
@@ -59,33 +60,16 @@ def write_snapshot(fs: FsReader, path: Path) -> int:
         ti = tarfile.TarInfo(at.lstrip("/"))
         ti.size, ti.mode, ti.mtime = len(data), 0o644, now
         entries.append((at, ti, data))
+    buf = io.BytesIO()  # a probe reads kilobytes: build in memory, then one atomic write
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for _, ti, data in entries:
+            tar.addfile(ti, io.BytesIO(data) if data is not None else None)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        atomic_write(path, buf.getvalue())
     except OSError as exc:
         raise DoctorError(f"cannot write snapshot {path}: {exc.strerror or exc}") from None
-    try:  # write beside the target and rename: a failure never leaves half an archive over a good one
-        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
-            for _, ti, data in entries:
-                tar.addfile(ti, io.BytesIO(data) if data is not None else None)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the snapshot from whoever replays it
-        os.replace(tmp, path)
-    except OSError as exc:
-        _unlink(tmp)
-        raise DoctorError(f"cannot write snapshot {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        _unlink(tmp)
-        raise
     return len(entries)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def extract_snapshot(archive: Path, dest: Path) -> None:

@@ -16,6 +16,7 @@ import ipaddress
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -296,6 +297,15 @@ class NodeFacts:
     def iface(self, name: str) -> Interface | None:
         return next((i for i in self.interfaces if i.name == name), None)
 
+    @property
+    def loopback(self) -> str | None:
+        """The loopback interface's name (``lo``); None if the node has none."""
+        return loopback_name(self.interfaces)
+
+
+def loopback_name(ifaces: Iterable[Interface]) -> str | None:
+    return next((i.name for i in ifaces if i.kind == "loopback"), None)
+
 
 # ---------------------------------------------------------------------------------------------------
 # Parsers for procfs files (pure functions of text)
@@ -485,8 +495,8 @@ def read_interface(fs: FsReader, name: str) -> Interface:
     )
     canon = fs.canonical(base) or ""
     iface.virtual = "/devices/virtual/" in canon
-    if flags & IFF_LOOPBACK:
-        iface.virtual_kind = "loopback"
+    if flags & IFF_LOOPBACK:  # the kernel's own word: known before classification, which keeps it
+        iface.virtual_kind = iface.kind = "loopback"
     if fs.readlink(f"{base}/device"):
         iface.pci = read_pci(fs, f"{base}/device")
         iface.driver = fs.link_name(f"{base}/device/driver")
@@ -620,7 +630,7 @@ def read_node(fs: FsReader) -> NodeFacts:
     names = [n for n in fs.listdir("/sys/class/net") if fs.readlink(f"/sys/class/net/{n}") or fs.is_dir(f"/sys/class/net/{n}")]
     ifaces = [read_interface(fs, n) for n in names]
     ifaces.sort(key=lambda i: (i.ifindex if i.ifindex is not None else 1 << 30, i.name))
-    loopback = next((i.name for i in ifaces if i.virtual_kind == "loopback"), None)
+    loopback = loopback_name(ifaces)
 
     routes = parse_route(fs.read("/proc/net/route") or "")
     v4, orphans = attribute_ipv4(parse_fib_trie_local(fs.read("/proc/net/fib_trie") or ""), routes, loopback)
@@ -668,8 +678,8 @@ def link_rdma(facts: NodeFacts) -> None:
                     })
 
 
-def _kind(i: Interface, efa_buses: set[str], by_name: dict[str, Interface]) -> str:
-    if i.virtual_kind == "loopback" or i.arphrd == 772:
+def _kind(i: Interface, efa_buses: set[str]) -> str:
+    if i.kind == "loopback" or i.arphrd == 772:
         return "loopback"
     if i.arphrd == 32:
         return "infiniband"
@@ -686,7 +696,8 @@ def _kind(i: Interface, efa_buses: set[str], by_name: dict[str, Interface]) -> s
     return "ethernet"
 
 
-def _speed(i: Interface) -> int:
+def link_mbps(i: Interface) -> int:
+    """What the interface carries: its fastest RDMA port's rate, else its Ethernet speed (0 unknown)."""
     rates = [r["rate_gbps"] for r in i.rdma if r.get("rate_gbps")]
     return int(max(rates) * 1000) if rates else (i.speed_mbps or 0)
 
@@ -697,7 +708,7 @@ def classify(facts: NodeFacts) -> None:
     by_name = {i.name: i for i in facts.interfaces}
     efa_buses = {d.pci.address.rsplit(":", 1)[0] for d in facts.rdma_devices if d.is_efa and d.pci}
     for i in facts.interfaces:
-        i.kind = _kind(i, efa_buses, by_name)
+        i.kind = _kind(i, efa_buses)
         if i.kind == "bond" and i.bond and not i.rdma:
             for s in i.bond.slaves:
                 if s in by_name:
@@ -717,7 +728,7 @@ def classify(facts: NodeFacts) -> None:
         if i.kind not in ("ethernet", "bond") or i.rdma:
             continue
         others = [o for o in facts.interfaces if o is not i and o.role == "data" and o.name not in _slaves(i)]
-        faster = [o for o in others if (o.rdma and o in fabric) or _speed(o) > _speed(i)]
+        faster = [o for o in others if (o.rdma and o in fabric) or link_mbps(o) > link_mbps(i)]
         slow = i.speed_mbps is None or i.speed_mbps <= MGMT_MAX_MBPS
         if faster and (i.default_route or slow):
             i.role = "management"

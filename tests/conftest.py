@@ -22,11 +22,17 @@ def _plain_env(monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
-    reason = netns.can_use_netns()
-    if reason is None:
-        return
+    """Skip, with the printed reason, what this machine cannot run: namespaces need root; a Slurm
+    cluster needs namespaces and slurmctld/slurmd/munge installed."""
+    netns_reason = netns.can_use_netns()
+    slurm_reason = None
+    if any("slurm" in item.keywords for item in items):
+        import slurm
+
+        slurm_reason = slurm.can_run_slurm()
     for item in items:
-        if "netns" in item.keywords or "slurm" in item.keywords:
+        reason = slurm_reason if "slurm" in item.keywords else netns_reason if "netns" in item.keywords else None
+        if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 
 

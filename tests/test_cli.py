@@ -8,6 +8,7 @@ import pytest
 
 from nccl_doctor.cli import main, write_output
 from nccl_doctor.errors import DoctorError
+from nccl_doctor.files import atomic_write
 
 
 def test_no_command_is_usage_error(capsys):
@@ -53,6 +54,25 @@ def test_write_output_is_atomic_and_readable_by_others(tmp_path):
     assert out.read_text() == "{}\n"
     assert [p.name for p in out.parent.iterdir()] == ["report.json"]  # no temp file left
     assert out.stat().st_mode & 0o044  # not mkstemp's 0600
+
+
+def test_atomic_write_removes_its_temp_file_when_the_write_fails(tmp_path):
+    busy = tmp_path / "busy"  # a non-empty directory: the final rename fails after the temp file is written
+    (busy / "inside").mkdir(parents=True)
+    with pytest.raises(OSError):
+        atomic_write(busy, "{}")
+    with pytest.raises(TypeError):  # a failure before the rename, and not an OSError
+        atomic_write(tmp_path / "report.json", 42)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
+    assert [p.name for p in busy.iterdir()] == ["inside"]
+
+
+def test_atomic_write_takes_bytes_and_replaces(tmp_path):
+    out = tmp_path / "snap.tar.gz"
+    out.write_bytes(b"old")
+    atomic_write(out, b"\x1f\x8bnew")
+    assert out.read_bytes() == b"\x1f\x8bnew"
+    assert [p.name for p in tmp_path.iterdir()] == ["snap.tar.gz"]
 
 
 def test_write_output_never_creates_directories(tmp_path):

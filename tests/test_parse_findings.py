@@ -138,10 +138,8 @@ def test_summary_counts_agree_in_number():
     assert re.search(r"2 hosts, \d+ ranks seen, \d+ communicators?", two.summary)
 
 
-def test_parser_api_takes_paths_and_reexports_diagnose():
-    # preflight calls ``from nccl_doctor.logparse import diagnose, parse_paths`` with pathlib.Path files
-    from nccl_doctor.logparse import diagnose as diagnose_from_parser
-
-    report = diagnose_from_parser(parse_paths([REAL / "059-dgx-h100-ibv-modify-qp-network-unreachable.log"]))
+def test_parser_api_takes_paths():
+    # preflight calls ``parse_paths`` with pathlib.Path files, then ``logdiag.diagnose``
+    report = diagnose(parse_paths([REAL / "059-dgx-h100-ibv-modify-qp-network-unreachable.log"]))
     doc = json.dumps([f.as_dict() for f in report.findings])
     assert "059-dgx-h100" in doc and report.verdict.value == "fail"

@@ -21,13 +21,6 @@ DEADLINE = 90  # PREFLIGHT_TIMEOUT: the job must end (and say why) well within i
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(240)]
 
 
-@pytest.fixture(autouse=True)
-def _needs_slurm():
-    reason = slurm.can_run_slurm()
-    if reason:
-        pytest.skip(reason)
-
-
 @pytest.fixture
 def job_env():
     """The submitter's environment, as a user's: the venv on PATH, interfaces named as in a real job."""

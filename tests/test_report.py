@@ -7,7 +7,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from nccl_doctor.render import make_console, render_json, render_junit, render_text, verdict_line
-from nccl_doctor.report import Finding, Report, Severity, Table, Where, exit_code
+from nccl_doctor.report import Finding, Report, Severity, Table, Where, exit_code, hosts_text, plural
 
 
 def _report(*severities: Severity) -> Report:
@@ -66,3 +66,35 @@ def test_junit_suite_per_host_failure_per_fail():
     assert root.get("failures") == "1" and root.get("tests") == "2"
     assert suites[0].find("testcase/failure").get("type") == "ND001"
     assert suites[1].find("testcase/failure") is None
+
+
+def test_findings_and_tables_round_trip_through_json():
+    """Findings and tables travel between preflight nodes as JSON: from_dict undoes as_dict."""
+    finding = Finding(code="ND001", severity=Severity.WARN, message="m", fix="f",
+                      where=Where(host="n1", rank=3, iface="ib0", line=7), evidence=("a", "b"))
+    bare = Finding(code="ND999", severity=Severity.FAIL, message="no fix, no where")
+    for f in (finding, bare):
+        assert Finding.from_dict(json.loads(json.dumps(f.as_dict()))) == f
+    assert "name" in finding.as_dict()  # the derived key as_dict adds is ignored on the way back
+    table = Table(title="T", columns=("a", "b"), rows=(("1", "2"), ("3", "4")), caption="c")
+    for t in (table, Table(title="empty", columns=("a",), rows=())):
+        assert Table.from_dict(json.loads(json.dumps(t.as_dict()))) == t
+
+
+@pytest.mark.parametrize("n,word,plural_word,text", [
+    (0, "node", None, "0 nodes"), (1, "node", None, "1 node"), (2, "node", None, "2 nodes"),
+    (1, "index", "indices", "1 index"), (3, "index", "indices", "3 indices"),
+])
+def test_plural(n, word, plural_word, text):
+    assert plural(n, word, plural_word) == text
+
+
+@pytest.mark.parametrize("hosts,text", [
+    ([], ""),
+    ([""], ""),
+    (["n003", "n001", "n002", "n007", "n002"], "n[001-003,007]"),
+    (["gpu-a", "gpu-b"], "gpu-a,gpu-b"),
+    (["n1", "odd[name"], "n1,odd[name"),  # no compact form for a bracket: plain list, still one line
+])
+def test_hosts_text_is_slurm_compact(hosts, text):
+    assert hosts_text(iter(hosts)) == text

@@ -12,13 +12,6 @@ import slurm
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(120)]
 
 
-@pytest.fixture(autouse=True)
-def _needs_slurm():
-    reason = slurm.can_run_slurm()
-    if reason:
-        pytest.skip(reason)
-
-
 def test_two_node_cluster_runs_srun_and_tears_down(tmp_path):
     script = tmp_path / "hosts.sh"
     script.write_text("#!/bin/sh\nsrun -N2 --ntasks-per-node=1 hostname | sort\necho NODES=$SLURM_JOB_NODELIST\n")
