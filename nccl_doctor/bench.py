@@ -17,12 +17,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from .busbw import OPS, format_size, link_gbps, parse_size, parse_sizes
+from .busbw import OPS, format_size, parse_size, parse_sizes
 from .errors import InputError
 from .launch import (LOG_ENV, SlurmInfo, StageFile, in_worker, launch_notes, parse_endpoint, plan_launch, self_launch,
                      slurm_launch_config)
 from .localize import Localisation, floor_gbps, pair_expected_gbps
-from .report import Finding, Report, Severity, Table, Where, exit_code
+from .report import Finding, Report, Severity, Table, Where, exit_code, plural
 
 GROUPS = ("world", "intra", "inter")
 DEFAULT_OPS = "all_gather,reduce_scatter,all_reduce"
@@ -44,7 +44,7 @@ BIG_ENOUGH = {"nccl": 256 << 20, "gloo": 16 << 20}
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("launch (ignored inside torchrun/srun workers that already have RANK)")
     g.add_argument("--nproc-per-node", type=int, metavar="N",
-                   help="ranks on this node (default: visible GPUs, else SLURM_GPUS_ON_NODE, else 2 CPU ranks)")
+                   help="ranks on this node (default: visible GPUs, else SLURM_GPUS_ON_NODE, else 2 CPU ranks; 2 with --cpu)")
     g.add_argument("--nnodes", type=int, metavar="N", help="nodes (default: SLURM_NNODES under Slurm, else 1)")
     g.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
                    help="rendezvous host:port, the same on every node (default under Slurm: first host of the "
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> Report | int:
         return blocked
     cfg = plan_launch(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
                       rdzv_id=args.rdzv_id, join_timeout_s=args.timeout + 60,  # our deadline fires first
-                      deadline_s=args.timeout, env=os.environ)
+                      deadline_s=args.timeout, env=os.environ, cpu=args.cpu)
     outcome = self_launch(worker_argv(args), cfg)
     code = outcome.final_code()
     if code is not None:
@@ -289,8 +289,6 @@ class ProgressPrinter:
     def __init__(self, stream):
         self.stream = stream
         self.bar = None
-        self.last_key = None
-        self.best = 0.0
         if hasattr(stream, "isatty") and stream.isatty():
             from rich.console import Console
             from rich.progress import Progress
@@ -303,12 +301,7 @@ class ProgressPrinter:
         if self.bar is not None:
             self.bar.update(self.task, completed=done, total=total, description=label)
             return
-        key = tuple(label.split()[:2])
         busbw = getattr(item, "busbw_gbps", 0.0)
-        if key != self.last_key:
-            self.best = 0.0
-        self.best = max(self.best, busbw)
-        self.last_key = key
         print(f"nccl-doctor bench: [{done}/{total}] {label}: busbw {busbw:.3f} GB/s" if item is not None
               else f"nccl-doctor bench: [{done}/{total}] {label} done", file=self.stream, flush=True)
 
@@ -347,8 +340,8 @@ def coverage(result, *, asked: bool) -> list[Finding]:
     why = "; ".join(result.skipped) or "no group to measure"
     if measured_nothing(result):
         return [Finding(code="ND001", severity=Severity.WARN,
-                        message=f"nothing was measured on {result.nnodes} node{_s(result.nnodes)} x "
-                                f"{result.local_world_size} rank{_s(result.local_world_size)}: {why}",
+                        message=f"nothing was measured on {plural(result.nnodes, 'node')} x "
+                                f"{plural(result.local_world_size, 'rank')}: {why}",
                         fix="intra needs 2+ ranks per node and inter 2+ nodes; on one node use --groups world "
                             "(the default), across nodes leave out --no-pairs or add world")]
     if asked and result.skipped:
@@ -356,10 +349,6 @@ def coverage(result, *, asked: bool) -> list[Finding]:
                         fix="intra needs 2+ ranks per node and inter 2+ nodes, with the same rank count on "
                             "every node") for s in result.skipped]
     return []
-
-
-def _s(n: int) -> str:
-    return "" if n == 1 else "s"
 
 
 def _judge_wrong(result) -> list[Finding]:
@@ -392,14 +381,15 @@ def node_rows(result) -> list[dict]:
     for n in result.nodes:
         fig = figs[n.index]
         peers = [v for k, v in figs.items() if k != n.index and v is not None]
-        link = link_gbps(n.link_mbit) if n.link_mbit else None
+        link = n.link_gbps
         exp = getattr(n, "expected", None)
         want = pair_expected_gbps(n)
         rows.append({
             "host": n.host, "index": n.index, "ranks": list(n.ranks), "iface": n.iface,
             "link_gbps": round(link, 4) if link else None,
             "expected_gbps": round(want, 4) if want else None,
-            "expected_basis": exp.inter_basis if exp is not None else ("sysfs link speed" if link else None),
+            "expected_basis": (exp.inter_basis if exp is not None else
+                               getattr(n, "no_expected", None) or ("sysfs link speed" if link else None)),
             "intra_expected_gbps": exp.intra_gbps if exp is not None else None,
             "intra_expected_basis": exp.intra_basis if exp is not None else None,
             "inter_node_busbw_gbps": round(fig, 4) if fig is not None else None,
@@ -422,7 +412,7 @@ def group_expected(result, group: str) -> float | None:
     """What a group's busbw should reach, from the slowest node: world across nodes and inter run over
     the inter-node links (inter: one group per local rank at once, sharing them); world on one node and
     intra over NVLink/PCIe (GPUs only; CPU ranks have no link to compare with)."""
-    links = [link_gbps(n.link_mbit) if n.link_mbit else None for n in result.nodes]
+    links = [n.link_gbps for n in result.nodes]
     intra = [getattr(n, "expected", None) and n.expected.intra_gbps for n in result.nodes]
     if group == "intra" or (group == "world" and result.nnodes == 1):
         return min(intra) if intra and all(intra) else None
@@ -515,11 +505,11 @@ def _judge_trust(result, slurm: SlurmInfo | None) -> list[Finding]:
     if slurm is not None:
         local = result.local_world_size
         if slurm.nnodes != result.nnodes or (slurm.gpus_on_node and slurm.gpus_on_node != local):
-            want = f"{slurm.nnodes} node{_s(slurm.nnodes)}" + (
-                f" x {slurm.gpus_on_node} GPU{_s(slurm.gpus_on_node)}" if slurm.gpus_on_node else "")
+            want = plural(slurm.nnodes, "node") + (
+                f" x {plural(slurm.gpus_on_node, 'GPU')}" if slurm.gpus_on_node else "")
             out.append(Finding(code="ND308", severity=Severity.WARN,
-                               message=f"the bench ran {result.nnodes} node{_s(result.nnodes)} x {local} "
-                                       f"rank{_s(local)}, but Slurm "
+                               message=f"the bench ran {plural(result.nnodes, 'node')} x "
+                                       f"{plural(local, 'rank')}, but Slurm "
                                        f"allocated {want}: figures are not for the whole allocation",
                                fix="run `srun --ntasks-per-node=1 nccl-doctor bench` inside the allocation, "
                                    "without --nnodes/--nproc-per-node"))
@@ -637,6 +627,7 @@ def expected_notes(result, nodes: list[dict]) -> list[str]:
 
 
 def _hosts(hosts: list[str]) -> str:
+    """A few hosts in prose (notes name the nodes sharing a yardstick: a handful, in node order)."""
     return ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
 
 

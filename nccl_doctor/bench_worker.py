@@ -22,7 +22,9 @@ import torch.distributed as dist
 
 from .busbw import GB, auto_iters, busbw_gbps, format_size, round_size
 from .expected import Expected
-from .launch import StageFile, route_to
+from .errors import InputError
+from .launch import StageFile, gloo_iface_to
+from .report import plural
 from .localize import (Localisation, PairResult, floor_gbps, localise, pair_expected_gbps, plan_line,
                        predict_rounds, time_loop)
 
@@ -66,9 +68,10 @@ class NodeInfo:
     host: str
     ranks: tuple[int, ...]
     iface: str | None
-    link_mbit: int | None  # inter-node links in use, together, in Mb/s (expected.inter_gbps); None when unknown
-    expected: Expected | None = None  # the probe's yardstick for this node (first rank's view)
+    link_gbps: float | None  # inter-node links in use, together, GB/s per direction (expected.inter_gbps)
+    expected: Expected | None = None  # the probe's yardstick for this node (its local rank 0's view)
     nominal_link: bool = False  # the links' sysfs speed is nominal (veth): a floor still, not a ceiling
+    no_expected: str | None = None  # why there is no yardstick (the probe could not read this node)
 
 
 @dataclass(kw_only=True)
@@ -146,49 +149,53 @@ class Stages:
 
 
 # --- setup ----------------------------------------------------------------------------------------
-def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, force_cpu: bool = False) -> str:
-    """init_process_group with a timeout, always: NCCL on CUDA, Gloo otherwise. Returns the device."""
+def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, force_cpu: bool = False,
+                  store=None, rank: int | None = None, world_size: int | None = None) -> str:
+    """init_process_group with a timeout, always: NCCL on CUDA, Gloo otherwise. Returns the device.
+    ``store``/``rank``/``world_size``: an existing store (preflight's) instead of MASTER_ADDR's env://."""
     local_rank = int(env.get("LOCAL_RANK", "0"))
     use_cuda = torch.cuda.is_available() and not force_cpu
     if use_cuda:
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=timeout_s))
+        kw = {} if store is None else {"store": store, "rank": rank, "world_size": world_size}
+        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=timeout_s), **kw)
     return f"cuda:{local_rank}" if use_cuda else "cpu"
 
 
 NOMINAL_KINDS = ("veth", "bridge", "tun")  # sysfs speed is a made-up number (veth: 10000), not a line rate
 
 
-def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tuple[Expected | None, bool]:
+def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tuple[Expected | None, bool, str | None]:
     """This node's yardstick from the probe (~30 ms): the links the backend will use, and their rates,
-    and whether those rates are only nominal (every link a veth/bridge/tun: a figure may exceed them).
-    Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so)."""
+    whether those rates are only nominal (every link a veth/bridge/tun: a figure may exceed them), and
+    why there is no yardstick when the node cannot be read (the figures are still measured).
+    Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so).
+    A bug here is raised, not turned into a silent "no yardstick"."""
     from .expected import expected_bandwidth
     from .probe import probe_node
 
     route_iface = None
     if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME") and env.get("MASTER_ADDR"):
-        try:
-            route_iface = route_to(env["MASTER_ADDR"], int(env.get("MASTER_PORT", "29500"))).iface
-        except Exception:  # noqa: BLE001 - best effort: the figure is still measured
-            route_iface = None
+        route_iface = gloo_iface_to(env["MASTER_ADDR"], int(env.get("MASTER_PORT", "29500")))
     try:
         node = probe_node(root, env)
-        exp = expected_bandwidth(node, backend, route_iface=route_iface)
-    except Exception:  # noqa: BLE001 - a node we cannot read is measured without a yardstick
-        return None, False
+    except (InputError, OSError) as exc:
+        return None, False, f"no yardstick: the probe could not read this node ({exc})"
+    exp = expected_bandwidth(node, backend, route_iface=route_iface)
     links = [node.facts.iface(n) for n in exp.ifaces]
     nominal = bool(links) and all(i is not None and i.virtual_kind in NOMINAL_KINDS for i in links)
-    return exp, nominal
+    return exp, nominal, None
 
 
-def gather_nodes(device: str, env: Mapping[str, str], backend: str) -> list[NodeInfo]:
-    """One all_gather_object of (node, hostname, expected bandwidth) from every rank."""
+def gather_nodes(env: Mapping[str, str], backend: str) -> list[NodeInfo]:
+    """One all_gather_object of (node, hostname, expected bandwidth) from every rank; only each node's
+    local rank 0 probes (the others send None): one probe and one DNS lookup per node."""
     host = socket.gethostname()
     node = int(env.get("GROUP_RANK", "-1"))
+    mine = local_expected(env, backend) if int(env.get("LOCAL_RANK", "0")) == 0 else None
     per_rank: list = [None] * dist.get_world_size()
-    dist.all_gather_object(per_rank, (node, host, local_expected(env, backend)))
+    dist.all_gather_object(per_rank, (node, host, mine))
     keys: list = []
     for node_id, h, _ in per_rank:  # torchrun's GROUP_RANK when present, else the hostname
         key = node_id if node_id >= 0 else h
@@ -197,10 +204,12 @@ def gather_nodes(device: str, env: Mapping[str, str], backend: str) -> list[Node
     nodes = []
     for i, key in enumerate(keys):
         ranks = tuple(r for r, (n, h, _) in enumerate(per_rank) if (n if n >= 0 else h) == key)
-        _, h0, (exp, nominal) = per_rank[ranks[0]]
-        mbit = round(exp.inter_gbps * 8000) if exp and exp.inter_gbps else None
-        nodes.append(NodeInfo(index=i, host=h0, ranks=ranks, iface=exp.iface if exp else None, link_mbit=mbit,
-                              expected=exp, nominal_link=nominal))
+        h0 = per_rank[ranks[0]][1]
+        exp, nominal, why = next((per_rank[r][2] for r in ranks if per_rank[r][2] is not None),
+                                 (None, False, "no yardstick: no rank of this node probed it (no LOCAL_RANK 0)"))
+        nodes.append(NodeInfo(index=i, host=h0, ranks=ranks, iface=exp.iface if exp else None,
+                              link_gbps=exp.inter_gbps if exp and exp.inter_gbps else None, expected=exp,
+                              nominal_link=nominal, no_expected=why))
     return nodes
 
 
@@ -234,7 +243,7 @@ def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) ->
 
 def _why_not(group: str, nnodes: int, local: int) -> str:
     """Why ``group`` is not measured on ``nnodes`` x ``local`` ranks (one of the two is 1)."""
-    shape = f"{nnodes} node{'s' if nnodes != 1 else ''} x {local} rank{'s' if local != 1 else ''} per node"
+    shape = f"{plural(nnodes, 'node')} x {plural(local, 'rank')} per node"
     if group == "inter":
         return (f"inter: needs 2+ nodes ({shape})" if nnodes == 1 else
                 f"inter: the same group as world with 1 rank per node ({shape})")
@@ -342,7 +351,7 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
     stages = stages or Stages(rank, socket.gethostname(), env)
     stages.enter("topology")
-    nodes = _guard(stages, list(range(dist.get_world_size())), [], lambda: gather_nodes(device, env, backend))
+    nodes = _guard(stages, list(range(dist.get_world_size())), {}, lambda: gather_nodes(env, backend))
     host_of = {r: n.host for n in nodes for r in n.ranks}
     world = list(range(dist.get_world_size()))
     stages.enter("groups")
@@ -369,12 +378,12 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     return result
 
 
-def _guard(stages: Stages, ranks: list[int], host_of, fn):
+def _guard(stages: Stages, ranks: list[int], host_of: dict[int, str], fn):
     try:
         return fn()
     except (RuntimeError, dist.DistError) as exc:  # gloo timeouts, closed pairs, NCCL errors
         missing = [r for r in stages.missing(ranks) if r != stages.rank]
-        hosts = [host_of.get(r, "?") if isinstance(host_of, dict) else "?" for r in missing]
+        hosts = [host_of.get(r, "?") for r in missing]
         raise BenchFailure(stages.current, missing, hosts, str(exc)) from exc
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from pathlib import Path
 
-from .report import Finding, Severity, Where
+from .report import Finding, Severity, Where, hosts_text
 
 UNSET = "(unset)"
 
@@ -36,13 +35,14 @@ KINDS = {
 }
 
 
-def node_facts(env: Mapping[str, str], *, sys_root: Path = Path("/"), host: str | None = None) -> dict[str, str]:
-    """This node's comparable facts. Imports torch (for its versions): call it in a torch process."""
-    facts: dict[str, str] = {"host": host or socket.gethostname()}
+def node_facts(node, env: Mapping[str, str], *, host: str | None = None) -> dict[str, str]:
+    """This node's comparable facts, from the probe already made (``node``: a ``probe.NodeProbe``, so
+    sysfs is read once) and ``env``. Imports torch (for its versions): call it in a torch process."""
+    facts: dict[str, str] = {"host": host or node.host or socket.gethostname()}
     facts.update(_versions())
-    facts.update(_driver(sys_root))
-    facts.update(_settings(env, sys_root))
-    facts.update(_nics(sys_root))
+    facts["driver.nvidia"] = _driver(node)
+    facts.update(_settings(node))
+    facts.update(_nics(node.facts))
     facts["plugin.net"] = _net_plugin(env)
     return facts
 
@@ -59,35 +59,31 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _driver(sys_root: Path) -> dict[str, str]:
-    try:
-        return {"driver.nvidia": (sys_root / "sys/module/nvidia/version").read_text().strip()}
-    except OSError:
-        return {"driver.nvidia": "none"}
+def _driver(node) -> str:
+    """The full driver version (``550.54.15``), read through the probe's root (a snapshot's too)."""
+    fs = getattr(node, "fs", None)
+    if fs is None:
+        from .sysfs import FsReader
+
+        fs = FsReader(node.root)
+    return (fs.read("/sys/module/nvidia/version") or "").strip() or "none"
 
 
-def _settings(env: Mapping[str, str], sys_root: Path) -> dict[str, str]:
-    from .ncclenv import effective_settings
-    from .sysfs import FsReader
-
-    settings = effective_settings(env, FsReader(sys_root))
-    return {f"env.{name}": s.value for name, s in settings.values.items()
+def _settings(node) -> dict[str, str]:
+    return {f"env.{name}": s.value for name, s in node.settings.values.items()
             if name.startswith(("NCCL_", "GLOO_")) and name not in PER_NODE_ENV}
 
 
-def _nics(sys_root: Path) -> dict[str, str]:
-    """Data NICs (not loopback, not bridges/tunnels) with kind, state and rate, plus RDMA ports."""
-    from .sysfs import FsReader, classify, read_node
-
-    node = read_node(FsReader(sys_root))
-    classify(node)
+def _nics(facts) -> dict[str, str]:
+    """Data NICs (not loopback, not bridges/tunnels) with kind, state and rate, plus RDMA ports, from
+    classified ``sysfs.NodeFacts``."""
     out = {}
-    for i in node.interfaces:
+    for i in facts.interfaces:
         if i.kind == "loopback" or (i.virtual and i.virtual_kind not in ("veth", "bond", "vlan")):
             continue
         speed = f"{i.speed_mbps} Mb/s" if i.speed_mbps else "speed unknown"
         out[f"nic.{i.name}"] = f"{i.kind}, {i.operstate}, {speed}"
-    for dev in node.rdma_devices:
+    for dev in facts.rdma_devices:
         for p in dev.ports:
             out[f"nic.{dev.name}:{p.port}"] = f"{p.link_layer}, {p.state}, {p.rate or 'rate unknown'}"
     return out
@@ -128,18 +124,11 @@ def compare(nodes: list[Mapping[str, str]]) -> list[Finding]:
         code, severity, what, fix = _kind(key)
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         name = key.split(".", 1)[1]
-        sides = "; ".join(f"{value} on {_hosts(hosts)}" for value, hosts in ordered)
+        sides = "; ".join(f"{value} on {hosts_text(hosts)}" for value, hosts in ordered)
         odd = [h for _, hosts in ordered[1:] for h in hosts]
         findings.append(Finding(
             code=code, severity=severity,
             message=f"{what} {name} differs across nodes: {sides}",
-            fix=fix, where=Where(host=_hosts(odd), iface=name if what == "NIC" else None),
+            fix=fix, where=Where(host=hosts_text(odd), iface=name if what == "NIC" else None),
             evidence=tuple(f"{h}: {name}={value}" for value, hosts in ordered for h in hosts[:4])))
     return findings
-
-
-def _hosts(hosts: list[str]) -> str:
-    """Slurm's compact form (``n[001-512,514]``): a 1,024-node split stays one readable line."""
-    import hostlist
-
-    return hostlist.collect_hostlist(hosts)

@@ -27,12 +27,7 @@ class SmokeResult:
     losses: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     checkpoint_dir: str = ""
-    dir_shared: bool = True
     seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 def _model(dim: int, layers: int, vocab: int):
@@ -150,7 +145,7 @@ def run_smoke(mesh, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: in
         result.problems.append(f"non-finite loss after FSDP2 steps: {result.losses}")
 
     path, shared = shared_dir(checkpoint_base)
-    result.checkpoint_dir, result.dir_shared = path, shared
+    result.checkpoint_dir = path
     try:
         if not shared:
             result.problems.append(f"checkpoint directory {path} is not visible on every node: DCP needs a "

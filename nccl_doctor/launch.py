@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
+from .files import atomic_write
 
 STAGE_DIR_ENV = "NCCL_DOCTOR_STAGE_DIR"
 LOG_ENV = "NCCL_DOCTOR_WORKER_LOG"  # where the launcher keeps torchrun's and the workers' stderr
@@ -81,8 +82,7 @@ def slurm_launch_config(env: Mapping[str, str]) -> SlurmInfo | None:
         raise InputError(f"cannot expand SLURM node list {nodelist!r}: {exc}") from None
     count = env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
     nnodes = _int(count, "SLURM_*_NUM_NODES") if count else len(hosts)
-    port = (check_port(_int(env["MASTER_PORT"], "MASTER_PORT"), "MASTER_PORT") if env.get("MASTER_PORT")
-            else DEFAULT_PORT + _int(job, "SLURM_JOB_ID") % 1000)
+    port = port_from_env(env) or DEFAULT_PORT + _int(job, "SLURM_JOB_ID") % 1000
     step = env.get("SLURM_STEP_ID")
     tasks = None
     if env.get("SLURM_STEP_NUM_TASKS") and env.get("SLURM_STEP_NUM_NODES"):
@@ -91,6 +91,27 @@ def slurm_launch_config(env: Mapping[str, str]) -> SlurmInfo | None:
     return SlurmInfo(nnodes=nnodes, hosts=hosts, rdzv_host=hosts[0], port=port,
                      rdzv_id=f"slurm-{job}" + (f".{step}" if step else ""),
                      gpus_on_node=_int(gpus, "SLURM_GPUS_ON_NODE") if gpus else None, tasks_per_node=tasks)
+
+
+def port_from_env(env: Mapping[str, str]) -> int | None:
+    """MASTER_PORT when set (a bad value is an error, never silently replaced); None when unset."""
+    text = env.get("MASTER_PORT")
+    return check_port(_int(text, "MASTER_PORT"), "MASTER_PORT") if text else None
+
+
+def default_nproc(env: Mapping[str, str], slurm: SlurmInfo | None, *, cpu: bool = False) -> int:
+    """Ranks per node when the user did not say: one per visible GPU, else SLURM_GPUS_ON_NODE, else 2
+    CPU ranks (always 2 with ``--cpu``: Gloo on CPU tests the network, not the GPUs)."""
+    if cpu:
+        return 2
+    return visible_gpus(env) or (slurm.gpus_on_node if slurm and slurm.gpus_on_node else 0) or 2
+
+
+def one_task_per_node(slurm: SlurmInfo | None, command: str) -> None:
+    """nccl-doctor starts its own ranks: an srun step with several tasks per node would start them N times."""
+    if slurm and slurm.tasks_per_node and slurm.tasks_per_node > 1:
+        raise InputError(f"this srun step runs {slurm.tasks_per_node} tasks per node; nccl-doctor starts one "
+                         f"rank per GPU itself: use `srun --ntasks-per-node=1 nccl-doctor {command}`")
 
 
 def check_port(port: int, name: str) -> int:
@@ -174,6 +195,21 @@ def route_to(host: str, port: int) -> Route:
     return Route(peer_ip=peer, local_ip=local_ip, iface=iface, is_local=is_local, loopback=loop)
 
 
+def gloo_iface(r: Route) -> str | None:
+    """The interface Gloo should bind to reach the rendezvous host (GLOO_SOCKET_IFNAME when unset):
+    None on loopback, where Gloo's own default (the hostname's interface) is right."""
+    return r.iface if r.iface and r.iface != "lo" and not r.loopback else None
+
+
+def gloo_iface_to(host: str, port: int, *, route=route_to) -> str | None:
+    """``gloo_iface`` of the route to ``host``; None when it cannot be found (Gloo then binds what the
+    hostname resolves to). Costs a DNS lookup and a psutil scan: call it once per node, not per rank."""
+    try:
+        return gloo_iface(route(host, port))
+    except (InputError, OSError):
+        return None
+
+
 def local_addresses() -> dict[str, set[str]]:
     import psutil
 
@@ -206,20 +242,16 @@ class LaunchConfig:
 
 def plan_launch(*, nnodes: int | None, nproc_per_node: int | None, rdzv_endpoint: str | None,
                 rdzv_id: str | None, join_timeout_s: float, deadline_s: float,
-                env: Mapping[str, str], route=route_to) -> LaunchConfig:
+                env: Mapping[str, str], route=route_to, cpu: bool = False, command: str = "bench") -> LaunchConfig:
     """Fill what the user left out from Slurm, the GPUs and the network; CLI values always win."""
     slurm = slurm_launch_config(env)
     notes: list[str] = []
-    if slurm and slurm.tasks_per_node and slurm.tasks_per_node > 1 and not in_worker(env):
-        raise InputError(f"this srun step runs {slurm.tasks_per_node} tasks per node; nccl-doctor starts one "
-                         "process per GPU itself: use `srun --ntasks-per-node=1 nccl-doctor ...`")
+    if not in_worker(env):
+        one_task_per_node(slurm, command)
     if nnodes is None:
         nnodes = slurm.nnodes if slurm else 1
     if nproc_per_node is None:
-        gpus = visible_gpus(env)
-        if slurm and slurm.gpus_on_node and not gpus:
-            gpus = slurm.gpus_on_node
-        nproc_per_node = gpus or 2
+        nproc_per_node = default_nproc(env, slurm, cpu=cpu)
     if nnodes < 1 or nproc_per_node < 1:
         raise InputError(f"--nnodes and --nproc-per-node must be >= 1 (got {nnodes} and {nproc_per_node})")
     if rdzv_endpoint is None:
@@ -244,9 +276,10 @@ def plan_launch(*, nnodes: int | None, nproc_per_node: int | None, rdzv_endpoint
             local_addr = r.local_ip
             notes.append(f"rendezvous {rdzv_endpoint} ({r.peer_ip}); this node "
                          f"{'hosts it' if is_host else 'joins it'} from {r.local_ip} ({r.iface})")
-            if r.iface and r.iface != "lo" and not env.get("GLOO_SOCKET_IFNAME"):
-                extra["GLOO_SOCKET_IFNAME"] = r.iface
-                notes.append(f"GLOO_SOCKET_IFNAME={r.iface} (the interface that routes to the rendezvous host)")
+            iface = gloo_iface(r)
+            if iface and not env.get("GLOO_SOCKET_IFNAME"):
+                extra["GLOO_SOCKET_IFNAME"] = iface
+                notes.append(f"GLOO_SOCKET_IFNAME={iface} (the interface that routes to the rendezvous host)")
     return LaunchConfig(nnodes=nnodes, nproc_per_node=nproc_per_node, rdzv_endpoint=rdzv_endpoint,
                         rdzv_id=rdzv_id, is_host=is_host, local_addr=local_addr, join_timeout_s=join_timeout_s,
                         deadline_s=deadline_s, extra_env=extra, notes=tuple(notes))
@@ -296,9 +329,7 @@ class StageFile:
             return
         rec = {"rank": self.rank, "host": self.host, "stage": stage, "since": time.time(), "code": code,
                "error": error}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rec))
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(rec))
 
 
 def read_stages(stage_dir: Path) -> list[StageRecord]:
@@ -386,7 +417,7 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
     relay = threading.Thread(target=relay_stderr, args=(proc.stderr, sys.stderr, Path(log_name)), daemon=True)
     relay.start()
     timed_out = False
-    old = _on_sigterm_interrupt()  # srun/scancel send SIGTERM: the new session would outlive us
+    old = sigterm_as_interrupt()  # srun/scancel send SIGTERM: the new session would outlive us
     try:
         rc = proc.wait(timeout=cfg.deadline_s)
     except subprocess.TimeoutExpired:
@@ -487,22 +518,24 @@ def relay_stderr(src, dst, log: Path) -> None:
             if pending and (b"\r" in pending or b"\x1b" in pending) and not filt.held and not filt.box:
                 shown.append(pending)
                 pending = b""
-            if shown:
-                try:
-                    out.write(b"".join(shown))
-                    out.flush()
-                except (OSError, ValueError):
-                    pass
-        shown = [x for line in ([pending] if pending else []) for x in filt.feed(line)] + filt.flush()
-        if shown:
-            try:
-                out.write(b"".join(shown))
-                out.flush()
-            except (OSError, ValueError):
-                pass
+            _show(out, shown)
+        _show(out, [x for line in ([pending] if pending else []) for x in filt.feed(line)] + filt.flush())
 
 
-def _on_sigterm_interrupt():
+def _show(out, chunks: list[bytes]) -> None:
+    """Write and flush; a closed or broken terminal must not stop the relay (the log still gets it all)."""
+    if not chunks:
+        return
+    try:
+        out.write(b"".join(chunks))
+        out.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def sigterm_as_interrupt():
+    """SIGTERM (srun, scancel, a job's time limit) raises KeyboardInterrupt, so ``finally`` blocks stop the
+    ranks we started in their own sessions. Returns the old handler (None off the main thread)."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
@@ -513,16 +546,29 @@ def _on_sigterm_interrupt():
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float) -> int:
+    return kill_groups([proc], grace_s)[0]
+
+
+def kill_groups(procs: list[subprocess.Popen], grace_s: float) -> list[int]:
+    """Stop each process's group (each started with ``start_new_session``): SIGTERM to all, ``grace_s``
+    for them to exit, then SIGKILL to those still running. Returns their exit codes."""
+    live = [p for p in procs if p.poll() is None]  # a reaped leader's pid may belong to someone else now
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+        if not live:
             break
-        try:
-            return proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            continue
-    return proc.wait()
+        for p in live:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + grace_s
+        for p in live:
+            try:
+                p.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        live = [p for p in live if p.poll() is None]
+    return [p.wait() for p in procs]
 
 
 def launch_notes(env: Mapping[str, str]) -> list[str]:

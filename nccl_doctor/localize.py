@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from .busbw import format_size
+
 SLOW_RATIO = 0.25  # a link below a quarter of the best link is slow (tbf/bad cable: 10-100x)
 FLOOR_SHARE = {"nccl": 0.25, "gloo": 0.05}  # ... or below this share of the line rate (Gloo is CPU-bound)
 MAX_ROUNDS = 6
@@ -141,11 +143,11 @@ def next_round(loc: Localisation) -> list[tuple[int, int]]:
 # --- yardsticks and prediction ----------------------------------------------------------------------
 def pair_expected_gbps(node) -> float | None:
     """What one node pair should reach from this node (a ``NodeInfo``): the probe's per-rank-pair figure
-    (one NIC on an RDMA node), else the sysfs speed of its inter-node links; None when unknown."""
+    (one NIC on an RDMA node), else the line rate of its inter-node links; None when unknown."""
     exp = getattr(node, "expected", None)
     if exp is not None:
         return exp.per_rank_gbps or None
-    return node.link_mbit * 1e6 / 8 / 1e9 if node.link_mbit else None
+    return node.link_gbps or None
 
 
 def floor_gbps(nodes, backend: str) -> float:
@@ -175,7 +177,7 @@ def plan_line(nnodes: int, size_bytes: int, exchanges: int, gbps: float | None) 
     rate = gbps or 1.0
     secs = (predicted_seconds(healthy, size_bytes, exchanges, rate), predicted_seconds(one_bad, size_bytes,
                                                                                         exchanges, rate))
-    size = f"{size_bytes / (1 << 20):g} MiB"
+    size = format_size(size_bytes)
     text = (f"node pairs: {nnodes} nodes -> {healthy} round(s) of disjoint pairs when healthy, {one_bad} with one "
             f"bad node; {size} ping-pong x {exchanges} per pair; predicted {secs[0]:.1f}-{secs[1]:.1f} s at "
             + (f"line rate ({gbps:.3f} GB/s)" if gbps else "1 GB/s (line rate unknown)"))

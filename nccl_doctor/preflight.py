@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
-from .report import Finding, Report, Severity, Table, Where, exit_code
+from .report import Finding, Report, Severity, Table, Where, exit_code, hosts_text, plural
 
 PREFIX = "nccl-doctor preflight"
 WORKER_ENV = "NCCL_DOCTOR_PREFLIGHT_WORKER"
+KILL_GRACE_S = 3.0  # between SIGTERM and SIGKILL to our ranks
 HEARTBEAT_S = 1.0
 HEARTBEAT_LOST_S = 6.0  # no heartbeat for this long: the node is gone
 STAGE_POLL_S = 1.0
@@ -56,7 +57,7 @@ QUICK_SWEEP_CODES = {"ND306", "ND307"}  # the bench's "sweep too short" warnings
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to run")
     g.add_argument("--nproc-per-node", type=int, metavar="N",
-                   help="ranks per node (default: visible GPUs, else SLURM_GPUS_ON_NODE, else 2 CPU ranks)")
+                   help="ranks per node (default: visible GPUs, else SLURM_GPUS_ON_NODE, else 2 CPU ranks; 2 with --cpu)")
     g.add_argument("--fsdp-smoke", action="store_true",
                    help="also train a tiny model with FSDP2 on the HSDP mesh and round-trip it through DCP")
     g.add_argument("--fsdp-smoke-dir", metavar="DIR",
@@ -128,24 +129,19 @@ class NodePlan:
 
 def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
     """Everything from SLURM_* under srun; one node with 2 CPU ranks (or one per GPU) otherwise."""
-    from .launch import check_port, free_port, slurm_launch_config, visible_gpus
+    from .launch import default_nproc, free_port, one_task_per_node, port_from_env, slurm_launch_config
 
     host = socket.gethostname()
     slurm = slurm_launch_config(env)
-    nproc = args.nproc_per_node
-    if nproc is None:
-        nproc = (0 if args.cpu else visible_gpus(env)) or (slurm.gpus_on_node if slurm and not args.cpu else 0) or 2
+    nproc = args.nproc_per_node or default_nproc(env, slurm, cpu=args.cpu)
     if slurm is None or slurm.nnodes == 1:
-        port = args.port or (check_port(int(env["MASTER_PORT"]), "MASTER_PORT") if env.get("MASTER_PORT", "").isdigit()
-                             else free_port())
+        port = args.port or port_from_env(env) or free_port()
         return NodePlan(nnodes=1, node_rank=0, hosts=(host,), head="127.0.0.1", port=port, nproc=nproc,
                         slurm=slurm is not None, host=host)
     if not env.get("SLURM_STEP_ID") or not env.get("SLURM_NODEID"):
         raise InputError(f"this {slurm.nnodes}-node allocation needs one preflight per node: run "
                          "`srun --ntasks-per-node=1 nccl-doctor preflight` (not bare in the batch script)")
-    if slurm.tasks_per_node and slurm.tasks_per_node > 1:
-        raise InputError(f"this srun step runs {slurm.tasks_per_node} tasks per node; preflight starts one rank "
-                         "per GPU itself: use `srun --ntasks-per-node=1 nccl-doctor preflight`")
+    one_task_per_node(slurm, "preflight")
     return NodePlan(nnodes=slurm.nnodes, node_rank=int(env["SLURM_NODEID"]), hosts=slurm.hosts,
                     head=slurm.rdzv_host, port=args.port or slurm.port, nproc=nproc, slurm=True, host=host)
 
@@ -155,12 +151,6 @@ def _finding(code: str, sev: Severity, msg: str, fix: str | None = None, *, host
              rank: int | None = None, evidence: tuple[str, ...] = ()) -> Finding:
     return Finding(code=code, severity=sev, message=msg, fix=fix, where=Where(host=host, rank=rank),
                    evidence=evidence)
-
-
-def finding_from_dict(d: Mapping) -> Finding:
-    """The inverse of ``Finding.as_dict``: findings travel between nodes as JSON through the store."""
-    return Finding(code=d["code"], severity=Severity(d["severity"]), message=d["message"], fix=d.get("fix"),
-                   where=Where(**d.get("where", {})), evidence=tuple(d.get("evidence", ())))
 
 
 STAGE_FIX = {
@@ -173,9 +163,17 @@ DEFAULT_FIX = ("read the named hosts first: `nccl-doctor probe` there, dmesg, an
                "that fails again (`scontrol update nodename=HOST state=drain reason=preflight`)")
 
 
-def _n(count: int, word: str) -> str:
-    """``1 node``, ``2 nodes``."""
-    return f"{count} {word}{'' if count == 1 else 's'}"
+def _expand(hostlists) -> list[str]:
+    """Host names from ``Where.host`` values, each one host or a compact list (``n[1-3]``)."""
+    import hostlist
+
+    out: list[str] = []
+    for text in hostlists:
+        try:
+            out += hostlist.expand_hostlist(text)
+        except hostlist.BadHostlist:
+            out.append(text)
+    return out
 
 
 # --- the launcher ----------------------------------------------------------------------------------
@@ -194,6 +192,9 @@ class RankState:
     since: float = field(default_factory=time.monotonic)
 
 
+NCCL_NEVER_RAN = "the ranks ran Gloo on CPU (no GPU or --cpu), so NCCL never ran and wrote no log"
+
+
 def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> dict:
     """Parse one node's captured NCCL_DEBUG=INFO logs: the transport NCCL really used per communicator,
     and the parser's findings; or why there is nothing to parse. JSON-ready (it crosses the store)."""
@@ -202,15 +203,26 @@ def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> dict:
 
     files = sorted(log_dir.glob("*.log"))
     if not files:
-        why = ("the ranks ran Gloo on CPU (no GPU or --cpu), so NCCL never ran and wrote no log"
-               if backend == "gloo" else f"NCCL wrote no log on {host} (NCCL_DEBUG_FILE not honoured?)")
+        why = (NCCL_NEVER_RAN if backend == "gloo" else f"NCCL wrote no log on {host} (NCCL_DEBUG_FILE not honoured?)")
         return {"host": host, "skipped": why, "findings": []}
-    rep = diagnose(parse_paths(files))
+    try:
+        rep = diagnose(parse_paths(files))
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not pass for a lost node or stop the verdict
+        return {"host": host, "skipped": f"log parser failed: {exc!r}", "files": len(files), "findings": []}
     comms = [{k: c.get(k) for k in ("id", "nranks", "nnodes", "intra_node", "inter_node")}
              for c in rep.data.get("communicators", [])]
     return {"host": host, "skipped": None, "files": len(files), "inter_node": rep.data.get("inter_node"),
             "intra_node": rep.data.get("intra_node"), "communicators": comms,
             "findings": [f.as_dict() for f in rep.findings]}
+
+
+def nccl_log_findings(logs: list[dict]) -> list[Finding]:
+    """ND001 once per distinct reason a node's logs were not parsed: PASS when Gloo ran on CPU (there is
+    no NCCL to check), WARN otherwise (a check that could not run); then every node's parser findings."""
+    out = [_finding("ND001", Severity.PASS if why == NCCL_NEVER_RAN else Severity.WARN,
+                    f"NCCL log check skipped: {why}")
+           for why in sorted({lg["skipped"] for lg in logs if lg.get("skipped")})]
+    return out + [Finding.from_dict(f) for lg in logs for f in lg["findings"]]
 
 
 def nccl_log_table(logs: list[dict]) -> Table | None:
@@ -252,12 +264,23 @@ class Launcher:
         self.timings[stage] = round(time.monotonic() - since, 2)
 
     def run(self) -> Outcome:
+        """Never leaves a rank behind: SIGTERM (srun, scancel, the time limit) stops us like Ctrl-C, and
+        ``finally`` stops the ranks, which live in sessions of their own."""
+        from .launch import sigterm_as_interrupt
+
+        old = sigterm_as_interrupt()
         try:
             return self._run()
         finally:
-            self.stop_beat.set()
-            self._kill_workers()
-            shutil.rmtree(self.log_dir, ignore_errors=True)
+            if old is not None:  # a second SIGTERM must not cut the cleanup short
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                self.stop_beat.set()
+                self._kill_workers()
+                shutil.rmtree(self.log_dir, ignore_errors=True)
+            finally:
+                if old is not None:
+                    signal.signal(signal.SIGTERM, old)
 
     def _run(self) -> Outcome:
         t = time.monotonic()
@@ -285,7 +308,7 @@ class Launcher:
 
         node = probe_node("/", self.env)
         findings = check(node)
-        facts = node_facts(self.env, host=self.plan.host)
+        facts = node_facts(node, self.env, host=self.plan.host)
         fatal = [f for f in findings if f.severity is Severity.FAIL]
         if fatal:
             self.say("probe FAILED: " + "; ".join(f"{f.code} {f.message}" for f in fatal[:3]))
@@ -331,6 +354,11 @@ class Launcher:
             argv.append("--cpu")
         nproc, node = self.plan.nproc, self.plan.node_rank
         master = self.plan.head
+        gloo_iface = None
+        if self.plan.nnodes > 1 and not self.env.get("GLOO_SOCKET_IFNAME"):
+            from .launch import gloo_iface_to
+
+            gloo_iface = gloo_iface_to(self.plan.head, self.plan.port)
         for local in range(nproc):
             env = dict(self.env)
             env.update({
@@ -340,38 +368,19 @@ class Launcher:
                 "MASTER_PORT": str(self.plan.port), "NCCL_DEBUG": "INFO",
                 "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET",
                 "NCCL_DEBUG_FILE": str(self.log_dir / "%h.%p.log"),
-                "NCCL_DOCTOR_HOSTS": ",".join(self.plan.hosts),
                 "NCCL_DOCTOR_FSDP_BASE": self.args.fsdp_smoke_dir or (os.getcwd() if self.plan.nnodes > 1 else ""),
             })
             env.setdefault("OMP_NUM_THREADS", "1")
             env.setdefault("PYTHONWARNINGS", "ignore")
-            if self.plan.nnodes > 1 and not env.get("GLOO_SOCKET_IFNAME"):
-                iface = self._route_iface()
-                if iface:
-                    env["GLOO_SOCKET_IFNAME"] = iface
+            if gloo_iface:
+                env["GLOO_SOCKET_IFNAME"] = gloo_iface
             self.procs.append(subprocess.Popen(argv, env=env, start_new_session=True))
 
-    def _route_iface(self) -> str | None:
-        from .launch import route_to
-
-        try:
-            r = route_to(self.plan.head, self.plan.port)
-        except Exception:  # noqa: BLE001 - Gloo then binds what the hostname resolves to
-            return None
-        return r.iface if r.iface and r.iface != "lo" and not r.loopback else None
-
     def _kill_workers(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        """Each rank runs in a session of its own (so a Ctrl-C reaches only us): stop them all, TERM first."""
+        from .launch import kill_groups
+
+        kill_groups(self.procs, KILL_GRACE_S)
 
     def _get(self, key: str) -> str | None:
         return self.store.get(key).decode() if self.store.check([key]) else None
@@ -386,28 +395,43 @@ class Launcher:
 
     # --- a follower ----------------------------------------------------------------------------
     def _follow(self, mine: dict) -> Outcome:
-        started = False
+        """Start the ranks on node 0's go, send this node's NCCL log summary when asked, return its verdict.
+        Only a failing store call means node 0 is gone; any other error is ours and raised as such."""
+        started = sent_logs = False
         while True:
             try:
                 verdict = self._get("verdict")
-                if verdict is not None:
-                    v = json.loads(verdict)
+                go = not started and verdict is None and self._get("go") is not None
+                logs_wanted = (started and not sent_logs and self._workers_done()
+                               and self._get("logs/wanted") is not None)
+            except (RuntimeError, OSError) as exc:  # torch's store errors are RuntimeErrors
+                return self._lost_head(mine, exc)
+            if verdict is not None:
+                v = json.loads(verdict)
+                try:
                     self.store.add("acks", 1)
-                    return Outcome(code=v["code"], verdict=v["verdict"], summary=v["summary"] + f" (report on "
-                                   f"{self.plan.hosts[0]})")
-                if not started and self._get("go") is not None:
-                    self._spawn_workers()
-                    started = True
-                if started and self._workers_done() and self._get("logs/wanted") is not None \
-                        and not self.store.check([f"logs/{self.plan.node_rank}"]):
-                    self.store.set(f"logs/{self.plan.node_rank}", json.dumps(self._nccl_logs()))
-            except Exception as exc:  # noqa: BLE001 - the store lives on node 0: it is gone
-                return self._alone(mine, "run", f"lost node 0 ({self.plan.hosts[0]}), which holds the "
-                                   f"rendezvous store: {str(exc).splitlines()[0] if str(exc) else exc}")
+                except (RuntimeError, OSError):
+                    pass  # node 0 left already: we have its verdict
+                return Outcome(code=v["code"], verdict=v["verdict"], summary=v["summary"] + f" (report on "
+                               f"{self.plan.hosts[0]})")
+            if go:
+                self._spawn_workers()
+                started = True
+            if logs_wanted:
+                summary = json.dumps(self._nccl_logs())
+                try:
+                    self.store.set(f"logs/{self.plan.node_rank}", summary)
+                except (RuntimeError, OSError) as exc:
+                    return self._lost_head(mine, exc)
+                sent_logs = True
             if time.monotonic() > self.deadline + 15:  # node 0 enforces the deadline; this is the backstop
                 return self._alone(mine, "verdict", f"node 0 ({self.plan.hosts[0]}) gave no verdict within "
                                    f"the {self.args.timeout:.0f} s deadline")
             time.sleep(0.2)
+
+    def _lost_head(self, mine: dict, exc: Exception) -> Outcome:
+        return self._alone(mine, "run", f"lost node 0 ({self.plan.hosts[0]}), which holds the rendezvous store: "
+                           f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
 
     def _workers_done(self) -> bool:
         return all(p.poll() is not None for p in self.procs)
@@ -415,7 +439,7 @@ class Launcher:
     def _alone(self, mine: dict, stage: str, why: str) -> Outcome:
         """This node cannot reach the others: report what it knows itself, naming node 0."""
         report = Report(command="preflight")
-        report.extend(finding_from_dict(f) for f in mine["findings"] if f["severity"] != "pass")
+        report.extend(Finding.from_dict(f) for f in mine["findings"] if f["severity"] != "pass")
         report.add(_finding("ND407" if stage != "rendezvous" else "ND405", Severity.FAIL,
                             f"stage {stage}: {why}", STAGE_FIX.get(stage, DEFAULT_FIX),
                             host=self.plan.hosts[0] if self.plan.nnodes > 1 else self.plan.host))
@@ -435,11 +459,11 @@ class Launcher:
         missing = [self.plan.hosts[i] for i, n in enumerate(nodes) if n is None]
         self.absent |= {i for i, n in enumerate(nodes) if n is None}
         if missing:
-            self.say(f"rendezvous: {_n(len(missing), 'node')} never arrived: {', '.join(missing)}")
+            self.say(f"rendezvous: {plural(len(missing), 'node')} never arrived: {hosts_text(missing)}")
             report.add(_finding("ND405", Severity.FAIL,
                                 f"stage rendezvous: {len(missing)} of {self.plan.nnodes} nodes did not arrive "
-                                f"within {self.args.rendezvous_timeout:.0f} s: {', '.join(missing)}",
-                                STAGE_FIX["rendezvous"], host=", ".join(missing)))
+                                f"within {self.args.rendezvous_timeout:.0f} s: {hosts_text(missing)}",
+                                STAGE_FIX["rendezvous"], host=hosts_text(missing)))
             return self._decide(report, "rendezvous")
         if self.plan.nnodes > 1:
             self.say(f"rendezvous: all {self.plan.nnodes} nodes arrived in {self.timings['rendezvous']} s")
@@ -457,7 +481,7 @@ class Launcher:
         if any(n["fatal"] for n in nodes):
             return self._probe_stop(nodes, report)
         self.store.set("go", "1")
-        self.say(f"starting {_n(self.plan.nproc, 'rank')} per node")
+        self.say(f"starting {plural(self.plan.nproc, 'rank')} per node")
         self._spawn_workers()
         return self._watch(report)
 
@@ -469,7 +493,7 @@ class Launcher:
                                 "hosts": list(self.plan.hosts), "node_facts": [n["facts"] for n in nodes]})
             self._add_probe_findings(report, nodes)
         fatal = [n["host"] for n in nodes if n["fatal"]]
-        report.notes.append(f"no rank was started: the probe failed on {', '.join(fatal)}")
+        report.notes.append(f"no rank was started: the probe failed on {hosts_text(fatal)}")
         return self._decide(report, "probe")
 
     def _gather_nodes(self) -> list[dict | None]:
@@ -482,9 +506,9 @@ class Launcher:
     def _add_probe_findings(self, report: Report, nodes: list[dict]) -> None:
         """Each node's WARN/FAIL probe findings; a PASS line per node would only bury them."""
         for n in nodes:
-            bad = [finding_from_dict(f) for f in n["findings"] if f["severity"] != "pass"]
+            bad = [Finding.from_dict(f) for f in n["findings"] if f["severity"] != "pass"]
             report.extend(bad)
-        summaries = [finding_from_dict(f) for n in nodes for f in n["findings"] if f["code"] == "ND200"]
+        summaries = [Finding.from_dict(f) for n in nodes for f in n["findings"] if f["code"] == "ND200"]
         report.extend(summaries[:1])
 
     def _watch(self, report: Report) -> Outcome:
@@ -499,9 +523,7 @@ class Launcher:
             if result is not None:
                 self.mark("run", t_run)
                 return self._finish(report, json.loads(result))
-            errors = {}
-            if self.store.add("errors", 0):
-                errors = {r: json.loads(v) for r in range(world) if (v := self._get(f"error/{r}")) is not None}
+            errors = self._errors(world) if self.store.add("errors", 0) else {}
             if now - last_stages > STAGE_POLL_S:  # 2 store ops per rank: not every tick at 1,000 nodes
                 self._update_stages(states)
                 last_stages = now
@@ -509,7 +531,7 @@ class Launcher:
             local_dead = [i for i, p in enumerate(self.procs) if p.poll() not in (None, 0)]
             if errors or lost or local_dead:
                 time.sleep(min(2.0, max(0.0, self.deadline - time.monotonic())))  # let the other ranks report
-                errors = {r: json.loads(v) for r in range(world) if (v := self._get(f"error/{r}")) is not None}
+                errors = self._errors(world)
                 self._update_stages(states)
                 lost = lost or self._lost_nodes(beats, settle=True)
                 return self._fail(report, states, errors, lost, local_dead)
@@ -517,6 +539,10 @@ class Launcher:
             if stuck or now > self.deadline:
                 return self._fail(report, states, {}, [], [], timeout=stuck or "total")
             time.sleep(0.2)
+
+    def _errors(self, world: int) -> dict[int, dict]:
+        """rank -> {"stage", "error"} for every rank that reported a failure."""
+        return {r: json.loads(v) for r in range(world) if (v := self._get(f"error/{r}")) is not None}
 
     def _update_stages(self, states: list[RankState]) -> None:
         for r, st in enumerate(states):
@@ -570,14 +596,14 @@ class Launcher:
                    for r, e in sorted(errors.items()))
         if lost:
             self.absent |= set(lost)
-            hosts = [self.plan.hosts[i] for i in lost]
+            hosts = hosts_text(self.plan.hosts[i] for i in lost)
             report.add(_finding("ND407", Severity.FAIL,
-                                f"{'node' if len(hosts) == 1 else 'nodes'} {', '.join(hosts)} stopped responding "
+                                f"{'node' if len(lost) == 1 else 'nodes'} {hosts} stopped responding "
                                 f"during stage {stage} (no heartbeat "
                                 f"for {HEARTBEAT_LOST_S:.0f} s; their ranks never finished)"
                                 + (f"; ranks behind: {behind_txt}" if behind_txt else ""),
-                                f"check {', '.join(hosts)} (crashed, rebooted, OOM-killed or cut off): dmesg, "
-                                "`scontrol show node`, and drain it before the job", host=", ".join(hosts),
+                                f"check {hosts} (crashed, rebooted, OOM-killed or cut off): dmesg, "
+                                "`scontrol show node`, and drain it before the job", host=hosts,
                                 evidence=ev))
         elif timeout:
             report.add(_finding("ND406", Severity.FAIL,
@@ -585,7 +611,7 @@ class Launcher:
                                 + (f" ({self.args.timeout:.0f} s total)" if timeout == "total" else "")
                                 + f"; ranks that had not arrived: {behind_txt or 'none (all waiting in it)'}",
                                 STAGE_FIX.get(timeout.split()[0], DEFAULT_FIX),
-                                host=", ".join(sorted({self._who(r) for r in behind})) or None))
+                                host=hosts_text(self._who(r) for r in behind) or None))
         else:
             first = min(errors) if errors else None
             where = self._who(first) if first is not None else self.plan.host
@@ -602,9 +628,8 @@ class Launcher:
 
     def _finish(self, report: Report, result: dict) -> Outcome:
         """Merge rank 0's results, each node's parsed NCCL logs, then decide."""
-        report.extend(finding_from_dict(f) for f in result["findings"])
-        report.tables.extend(Table(title=t["title"], columns=tuple(t["columns"]),
-                                   rows=tuple(tuple(r) for r in t["rows"])) for t in result["tables"])
+        report.extend(Finding.from_dict(f) for f in result["findings"])
+        report.tables.extend(Table.from_dict(t) for t in result["tables"])
         report.notes.extend(result.get("notes", []))
         report.data.update(result["data"])
         self.timings.update(result.get("timings_s", {}))
@@ -622,13 +647,9 @@ class Launcher:
             while time.monotonic() < end and not self.store.check([f"logs/{i}"]):
                 time.sleep(0.1)
             v = self._get(f"logs/{i}")
-            logs.append(json.loads(v) if v else {"skipped": f"{self.plan.hosts[i]} sent no NCCL log summary",
-                                                 "findings": []})
-        skipped = sorted({lg["skipped"] for lg in logs if lg["skipped"]})
-        for why in skipped:
-            report.add(_finding("ND001", Severity.PASS, f"NCCL log check skipped: {why}"))
-        for lg in logs:
-            report.extend(finding_from_dict(f) for f in lg["findings"])
+            logs.append(json.loads(v) if v else {"host": self.plan.hosts[i], "findings": [],
+                                                 "skipped": f"{self.plan.hosts[i]} sent no NCCL log summary"})
+        report.extend(nccl_log_findings(logs))
         report.data["nccl_logs"] = logs
         table = nccl_log_table(logs)
         if table:
@@ -642,11 +663,11 @@ class Launcher:
         report.data["timings_s"] = dict(self.timings)
         report.data.setdefault("stage", stage)
         report.data.setdefault("localisation", {"skipped": f"the run stopped in stage {stage}"})
-        shape = f"{_n(self.plan.nnodes, 'node')} x {_n(self.plan.nproc, 'rank')}"
+        shape = f"{plural(self.plan.nnodes, 'node')} x {plural(self.plan.nproc, 'rank')}"
         if not report.summary:
-            fails = sorted({f.where.host for f in report.findings if f.severity is Severity.FAIL and f.where.host})
+            fails = _expand(f.where.host for f in report.findings if f.severity is Severity.FAIL and f.where.host)
             if report.verdict is Severity.FAIL:
-                report.summary = f"stopped in stage {stage}" + (f"; look at {', '.join(fails)}" if fails else "")
+                report.summary = f"stopped in stage {stage}" + (f"; look at {hosts_text(fails)}" if fails else "")
             elif self.measured_nothing:
                 report.summary = f"{shape}: nothing was measured (ND001); not a go"
             elif self.plan.nnodes == 1:

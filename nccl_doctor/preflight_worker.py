@@ -16,7 +16,8 @@ import sys
 import time
 from collections.abc import Mapping
 
-from .report import Finding, Severity, Where
+from .busbw import format_size
+from .report import Finding, Severity, Where, plural
 
 PREFIX = "nccl-doctor preflight"
 
@@ -63,19 +64,14 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def _init(args, env: Mapping[str, str], store) -> str:
-    from datetime import timedelta
-
-    import torch
+    """bench's init, on the launcher's store (under a prefix: its own keys stay apart)."""
     import torch.distributed as dist
 
-    use_cuda = torch.cuda.is_available() and not args.cpu
-    local = int(env.get("LOCAL_RANK", "0"))
-    if use_cuda:
-        torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if use_cuda else "gloo", store=dist.PrefixStore("pg", store),
-                            rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
-                            timeout=timedelta(seconds=args.collective_timeout))
-    return f"cuda:{local}" if use_cuda else "cpu"
+    from .bench_worker import init_from_env
+
+    return init_from_env(timeout_s=args.collective_timeout, env=env, force_cpu=args.cpu,
+                         store=dist.PrefixStore("pg", store), rank=int(env["RANK"]),
+                         world_size=int(env["WORLD_SIZE"]))
 
 
 def _say(msg: str) -> None:
@@ -138,21 +134,14 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
 
     return {
         "findings": [f.as_dict() for f in findings],
-        "tables": [{"title": t.title, "columns": list(t.columns), "rows": [list(r) for r in t.rows]}
-                   for t in bench_report.tables],
-        "notes": [f"bench: a short sweep ({', '.join(_size(s) for s in cfg.sizes)}, {cfg.iters} iterations); run "
+        "tables": [t.as_dict() for t in bench_report.tables],
+        "notes": [f"bench: a short sweep ({', '.join(format_size(s) for s in cfg.sizes)}, {cfg.iters} iterations); run "
                   "`nccl-doctor bench` for the full one"] + list(bench_report.notes),
         "data": {"backend": bench.backend, "bench": bench_report.data, "localisation": localisation,
                  "fsdp_smoke": smoke_data},
         "timings_s": timings,
         "measured": not measured_nothing(bench),
     }
-
-
-def _size(n: int) -> str:
-    from .busbw import format_size
-
-    return format_size(n)
 
 
 def _smoke(bench, device: str, env: Mapping[str, str]):
@@ -172,7 +161,7 @@ def _smoke(bench, device: str, env: Mapping[str, str]):
     if bad:
         first = bad[0]
         findings = [Finding(code="ND410", severity=Severity.FAIL, where=Where(host=first["host"], rank=first["rank"]),
-                            message=f"FSDP2 smoke test on the {shape} mesh failed on {len(bad)} rank(s): "
+                            message=f"FSDP2 smoke test on the {shape} mesh failed on {plural(len(bad), 'rank')}: "
                                     f"{first['problems'][0]}",
                             fix="a shared checkpoint directory: --fsdp-smoke-dir on a shared file system"
                                 if "shared file system" in first["problems"][0] else

@@ -68,7 +68,7 @@ def test_node_rows_and_tables_show_pct_of_expected():
     def node(i, host):  # 2 NICs of 400 Gb/s, 2 ranks per node, H100 NVLink
         e = Expected(inter_gbps=100.0, per_rank_gbps=50.0, inter_basis="2 x 400 Gb/s", ifaces=("mlx5_0:1",),
                      iface="ib0", intra_gbps=370.0, intra_basis="estimate: H100")
-        return bw.NodeInfo(index=i, host=host, ranks=(2 * i, 2 * i + 1), iface="ib0", link_mbit=800000, expected=e)
+        return bw.NodeInfo(index=i, host=host, ranks=(2 * i, 2 * i + 1), iface="ib0", link_gbps=100.0, expected=e)
 
     def m(group, busbw):
         return bw.Measurement(op="all_gather", group=group, group_size=2, size_bytes=1 << 30, count=1, iters=10,

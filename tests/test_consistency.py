@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nccl_doctor.consistency import compare, node_facts
+from nccl_doctor.probe import probe_node
 from nccl_doctor.report import Severity
 
 
@@ -51,7 +52,8 @@ def test_host_key_and_unknown_keys_are_not_compared():
 
 
 def test_node_facts_reads_this_machine(monkeypatch):
-    facts = node_facts({"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG_FILE": "/tmp/x.%h", "PATH": "/bin"}, host="me")
+    env = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG_FILE": "/tmp/x.%h", "PATH": "/bin"}
+    facts = node_facts(probe_node("/", env), env, host="me")
     assert facts["host"] == "me"
     assert facts["env.NCCL_SOCKET_IFNAME"] == "eth0"
     assert "env.NCCL_DEBUG_FILE" not in facts  # per-node by design
@@ -66,3 +68,17 @@ def test_many_odd_nodes_are_named_in_slurm_hostlist_form():
     (f,) = compare(nodes)
     assert f.where.host == "n[007-009,200]"
     assert "2.13.0 on n[001-006,010-199,201-300]" in f.message
+
+
+def test_node_facts_read_the_driver_and_nics_through_the_probes_root(tmp_path):
+    """A fixture root, not this machine: every fact comes from the probe's reader (a snapshot works too)."""
+    import sysfs_builder
+
+    root = sysfs_builder.build(sysfs_builder.cloud_vm(), tmp_path)
+    (root / "sys/module/nvidia").mkdir(parents=True, exist_ok=True)
+    (root / "sys/module/nvidia/version").write_text("550.54.15\n")
+    facts = node_facts(probe_node(root, {}), {}, host="vm")
+    assert facts["driver.nvidia"] == "550.54.15"
+    assert any(k.startswith("nic.") for k in facts) and not any(k.startswith("nic.lo") for k in facts)
+    (root / "sys/module/nvidia/version").unlink()
+    assert node_facts(probe_node(root, {}), {}, host="vm")["driver.nvidia"] == "none"

@@ -244,3 +244,42 @@ def test_ctrl_c_exits_130_without_torchrun_traceback():
     assert proc.returncode == 130 and time.monotonic() - t0 < 15
     assert err.rstrip().endswith("nccl-doctor bench: interrupted"), err[-2000:]
     assert "Traceback" not in err and "SignalException" not in err, err[-2000:]
+
+
+def test_master_port_and_default_ranks_are_one_rule_for_bench_and_preflight():
+    assert L.port_from_env({}) is None and L.port_from_env({"MASTER_PORT": ""}) is None
+    assert L.port_from_env({"MASTER_PORT": "31000"}) == 31000
+    with pytest.raises(InputError, match="MASTER_PORT='x1' is not a number"):
+        L.port_from_env({"MASTER_PORT": "x1"})
+    with pytest.raises(InputError, match="MASTER_PORT 70000 is not a TCP port"):
+        L.port_from_env({"MASTER_PORT": "70000"})
+    slurm = L.slurm_launch_config({**SLURM, "SLURM_GPUS_ON_NODE": "4"})
+    no_gpu = {"CUDA_VISIBLE_DEVICES": ""}
+    assert L.default_nproc({"CUDA_VISIBLE_DEVICES": "0,1,2"}, slurm) == 3
+    assert L.default_nproc(no_gpu, slurm) == 4 and L.default_nproc(no_gpu, None) == 2
+    assert L.default_nproc({"CUDA_VISIBLE_DEVICES": "0,1,2"}, slurm, cpu=True) == 2
+
+
+def test_gloo_iface_to_is_the_routed_interface_never_loopback():
+    assert L.gloo_iface_to("n1", 1, route=fake_route(local=False)) == "eth1"
+    assert L.gloo_iface_to("127.0.0.1", 1, route=fake_route(local=True, loop=True)) is None
+    assert L.gloo_iface_to("127.0.0.1", 29500) is None  # the real route: lo
+    assert L.gloo_iface_to("no-such-host.invalid", 1) is None  # best effort: Gloo falls back to the hostname
+
+
+def test_kill_groups_terms_then_kills_what_ignores_term():
+    code = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN) if sys.argv[1] == 'stubborn' "
+            "else None; print('ready', flush=True); time.sleep(60)")
+    procs = [subprocess.Popen([sys.executable, "-c", code, kind], start_new_session=True, stdout=subprocess.PIPE)
+             for kind in ("polite", "stubborn")]
+    try:
+        for p in procs:
+            assert p.stdout.readline() == b"ready\n"
+        t0 = time.monotonic()
+        assert L.kill_groups(procs, grace_s=0.5) == [-15, -9]
+        assert time.monotonic() - t0 < 5
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor.errors import InputError
-from nccl_doctor.preflight import finding_from_dict, node_plan
+from nccl_doctor.preflight import node_plan
 from nccl_doctor.report import Finding, Severity, Where
 
 
@@ -130,7 +130,7 @@ def test_plan_rejects_several_tasks_per_node():
 def test_findings_survive_the_trip_through_the_store():
     f = Finding(code="ND302", severity=Severity.FAIL, message="m", fix="x", where=Where(host="n2", iface="eth1"),
                 evidence=("a", "b"))
-    assert finding_from_dict(json.loads(json.dumps(f.as_dict()))) == f
+    assert Finding.from_dict(json.loads(json.dumps(f.as_dict()))) == f
 
 
 def test_nccl_log_step_reports_the_transport_nccl_used(tmp_path):
@@ -163,3 +163,67 @@ def test_nccl_log_step_says_why_it_was_skipped(tmp_path):
     nccl = nccl_log_summary(tmp_path, "nccl", host="n1")
     assert "NCCL wrote no log on n1" in nccl["skipped"]
     assert nccl_log_table([gloo, nccl]) is None
+
+
+def test_a_bad_master_port_is_an_error_not_a_free_port():
+    with pytest.raises(InputError, match="MASTER_PORT='29x' is not a number"):
+        node_plan(_args(), {"MASTER_PORT": "29x"})
+    assert node_plan(_args(), {"MASTER_PORT": "31001"}).port == 31001
+
+
+def test_nccl_log_step_survives_a_parser_failure_and_only_gloo_passes(tmp_path):
+    """A parser failure is this step's own WARN, never a lost node or a missing verdict; only "Gloo ran,
+    so there is no NCCL log" is a PASS."""
+    from nccl_doctor.preflight import nccl_log_findings, nccl_log_summary
+
+    (tmp_path / "n1.1234.log").mkdir()  # a *.log the parser cannot read
+    broken = nccl_log_summary(tmp_path, "nccl", host="n1")
+    assert broken["host"] == "n1" and broken["skipped"].startswith("log parser failed: ")
+    json.dumps(broken)
+    gloo = nccl_log_summary(tmp_path / "none", "gloo", host="n2")
+    sev = {f.message.split(": ", 1)[1][:18]: f.severity for f in nccl_log_findings([broken, gloo])}
+    assert sev == {"log parser failed:": Severity.WARN, "the ranks ran Gloo": Severity.PASS}
+
+
+@pytest.mark.timeout(90)
+def test_sigterm_leaves_no_rank_behind(venv_env, tmp_path):
+    """scancel/srun stop the launcher with SIGTERM: its ranks (in sessions of their own) must go too."""
+    import os
+    import signal
+    import time
+    import uuid
+
+    mark = f"NCCL_DOCTOR_TEST_MARK={uuid.uuid4().hex}".encode()
+
+    def ranks() -> list[int]:
+        out = []
+        for d in Path("/proc").iterdir():
+            try:
+                if d.name.isdigit() and mark in (d / "environ").read_bytes().split(b"\0"):
+                    out.append(int(d.name))
+            except OSError:
+                continue
+        return out
+
+    env = dict(venv_env, NCCL_DOCTOR_TEST_MARK=mark.split(b"=")[1].decode(),
+               NCCL_DOCTOR_TEST_STALL="1:bench")  # rank 1 hangs: the run cannot end by itself
+    err = tmp_path / "stderr"
+    proc = subprocess.Popen([sys.executable, "-m", "nccl_doctor", "preflight", "--timeout", "80"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=err.open("w"))
+    try:
+        t0 = time.monotonic()
+        while len(ranks()) < 3:  # the launcher and its 2 ranks
+            assert time.monotonic() - t0 < 60 and proc.poll() is None, "the ranks never started"
+            time.sleep(0.2)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        time.sleep(0.5)
+        assert ranks() == [], "ranks outlived their launcher"
+        assert proc.returncode == 130, err.read_text()[-2000:]  # stopped like Ctrl-C: "interrupted"
+    finally:
+        for pid in ranks():  # only processes this test started carry the mark
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
