@@ -47,7 +47,7 @@ class FsReader:
 
     def _resolve_dir(self, canon_dir: str, parts: list[str], depth: int = 0) -> str | None:
         cur = canon_dir
-        for i, part in enumerate(parts):
+        for part in parts:
             if part in ("", "."):
                 continue
             if part == "..":

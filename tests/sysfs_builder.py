@@ -141,7 +141,7 @@ def build(spec: dict, root: Path) -> Path:
     _write_proc(root, nets, index, spec)
     _w(root, "/proc/sys/kernel/hostname", spec.get("hostname", "node"))
     _w(root, "/proc/sys/kernel/osrelease", spec.get("kernel", "6.8.0-45-generic"))
-    _w(root, "/etc/hosts", spec.get("etc_hosts", f"127.0.0.1 localhost\n"))
+    _w(root, "/etc/hosts", spec.get("etc_hosts", "127.0.0.1 localhost\n"))
     for path, text in spec.get("files", {}).items():
         _w(root, path, text)
     return root

@@ -1,7 +1,6 @@
 """Reading and classifying node facts from fixture trees built in the kernel's layout."""
 
 import os
-from pathlib import Path
 
 import pytest
 import sysfs_builder as b
