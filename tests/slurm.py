@@ -65,25 +65,34 @@ def _which(name: str) -> str | None:
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
 
 
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+            "BOOT_FAIL", "DEADLINE"}
+
+
 @dataclass
 class Job:
-    """A submitted batch job; ``rc`` and ``output`` are set once it ended (or timed out: rc 124)."""
+    """A submitted batch job; ``rc`` and ``output`` are set once it ended (or timed out: rc 124).
+
+    ``wait`` polls ``scontrol show job`` every 0.2 s: ``sbatch --wait`` polls with a growing interval and
+    added ~30 s to every job here."""
 
     job_id: str
-    proc: subprocess.Popen
+    cluster: "SlurmCluster"
     out_path: Path
     started: float
     rc: int | None = None
+    state: str = ""
     output: str = ""
     seconds: float = 0.0
 
     def wait(self, timeout: float) -> "Job":
-        try:
-            self.proc.wait(timeout=max(0.1, timeout - (time.monotonic() - self.started)))
-            self.rc = self.proc.returncode
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end = self.started + timeout
+        while True:
+            self.state, self.rc = self.cluster.job_state(self.job_id)
+            if self.state in TERMINAL or time.monotonic() > end:
+                break
+            time.sleep(0.2)
+        if self.state not in TERMINAL:
             self.rc = 124
         self.seconds = time.monotonic() - self.started
         self.output = self.out_path.read_text(errors="replace") if self.out_path.exists() else ""
@@ -264,16 +273,26 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     def sbatch(self, script: str | Path, args: list[str] = (), *, env: dict | None = None,
                nodes: int | None = None, time_limit_s: int = 300, workdir: Path | None = None) -> Job:
-        """Submit with ``sbatch --wait`` in the background; ``Job.wait(timeout)`` collects rc and output."""
+        """Submit; ``Job.wait(timeout)`` collects the exit code and the output."""
         workdir = workdir or self.dir
         out = workdir / f"job-{uuid.uuid4().hex[:6]}.out"
-        argv = ["ip", "netns", "exec", self.ctl_ns, "sbatch", "--wait", "--parsable",
-                f"--nodes={nodes or len(self.nodes)}", "--ntasks-per-node=1", f"--output={out}",
-                f"--time={max(1, (time_limit_s + 59) // 60)}", str(script), *args]
-        full_env = dict(env if env is not None else os.environ, SLURM_CONF=str(self.conf))
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=full_env, cwd=workdir, start_new_session=True)
-        return Job(job_id="", proc=proc, out_path=out, started=time.monotonic())
+        argv = ["sbatch", "--parsable", f"--nodes={nodes or len(self.nodes)}", "--ntasks-per-node=1",
+                f"--output={out}", f"--time={max(1, (time_limit_s + 59) // 60)}", str(script), *args]
+        proc = self.client(argv, env=env, cwd=str(workdir))
+        job_id = proc.stdout.strip().split(";")[0]
+        return Job(job_id=job_id, cluster=self, out_path=out, started=time.monotonic())
+
+    def job_state(self, job_id: str) -> tuple[str, int | None]:
+        """(JobState, exit code) from ``scontrol show job``: a signal counts as 128+N, and a job that
+        ended badly with exit code 0 (NODE_FAIL, CANCELLED...) as 1, as ``sbatch --wait`` reports it."""
+        out = self.client(["scontrol", "show", "job", "-o", job_id], check=False).stdout
+        fields = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+        state = fields.get("JobState", "")
+        code, _, sig = fields.get("ExitCode", "0:0").partition(":")
+        rc = int(code or 0) or (128 + int(sig) if sig and int(sig) else 0)
+        if state in TERMINAL and state != "COMPLETED" and rc == 0:
+            rc = 1
+        return state, rc
 
     def submit(self, script: str | Path, args: list[str] = (), *, env: dict | None = None,
                timeout: float = 120, nodes: int | None = None) -> tuple[int, str]:
