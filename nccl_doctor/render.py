@@ -43,6 +43,16 @@ def verdict_line(report: Report) -> str:
 
 
 def render_text(report: Report, console: Console) -> None:
+    """Off a terminal (a job log), lines lose the trailing spaces rich pads tables and titles with."""
+    if console.is_terminal:
+        _render_text(report, console)
+        return
+    with console.capture() as captured:
+        _render_text(report, console)
+    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
+def _render_text(report: Report, console: Console) -> None:
     console.print(Text(verdict_line(report), style=_STYLE[report.verdict]), soft_wrap=True)
     for table in report.tables:
         rt = RichTable(title=escape(table.title), caption=table.caption and escape(table.caption),

@@ -98,3 +98,11 @@ def test_plural(n, word, plural_word, text):
 ])
 def test_hosts_text_is_slurm_compact(hosts, text):
     assert hosts_text(iter(hosts)) == text
+
+
+def test_text_in_a_log_has_no_trailing_padding():
+    buf = io.StringIO()
+    render_text(_report(Severity.WARN), make_console(buf))
+    lines = buf.getvalue().splitlines()
+    assert lines and all(line == line.rstrip() for line in lines)
+    assert any(line.startswith("Interfaces") for line in lines)  # the table title is still there
