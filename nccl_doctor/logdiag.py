@@ -578,17 +578,43 @@ def _intra_findings(r: ParseResult, inter: InterNode, intra: list[str]) -> list[
     return out
 
 
+MAX_VERSION_EVIDENCE = 8  # versions quoted by ND107; a job rarely mixes more than two or three
+
+
+def _version_key(version: str) -> tuple:
+    """"2.21.5-1" sorts after "2.4.7": numerically, part by part."""
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("-")[0].split("."))
+
+
 def _version_finding(r: ParseResult) -> Finding | None:
     base = {v.split("-")[0] for v in r.versions}
     if len(base) < 2:
         return None
-    parts = [f"{v} ({plural(len(who), 'process', 'processes')})" if who else v
-             for v, who in sorted(r.versions.items())]
+    versions = sorted(r.versions, key=_version_key)
+    parts = []
+    for v in versions:
+        who = r.versions[v]
+        on = _on(w.rsplit(":", 1)[0] for w in who)
+        parts.append(f"{v} ({plural(len(who), 'process', 'processes')}{on})" if who else v)
+    firsts = [r.version_first[v] for v in versions if v in r.version_first]
+    evidence = [str(ev) for ev in firsts[:MAX_VERSION_EVIDENCE]]  # the message names them all
     return Finding(code="ND107", severity=Severity.WARN,
                    message=f"different NCCL versions in one job: {', '.join(parts)}",
                    fix="install one NCCL version on every node (same container image / nvidia-nccl wheel); "
                        "check with `python -c 'import torch; print(torch.cuda.nccl.version())'`",
-                   evidence=tuple(str(e) for e in r.version_first.values())[:3])
+                   where=_version_where(r, firsts), evidence=tuple(evidence))
+
+
+def _version_where(r: ParseResult, firsts: list[Evidence]) -> Where:
+    """The hosts that printed a version; without any host, the file(s) where each version first appears."""
+    hosts = hosts_text(w.rsplit(":", 1)[0] for who in r.versions.values() for w in who)
+    hosts = hosts or hosts_text(ev.host for ev in firsts if ev.host)
+    files = list(dict.fromkeys(ev.file for ev in firsts if ev.file))
+    if hosts or len(files) > 1:
+        shown = ", ".join(files[:MAX_VERSION_EVIDENCE]) + (" ..." if len(files) > MAX_VERSION_EVIDENCE else "")
+        return Where(host=hosts or None, file=None if hosts else shown)
+    first = _by_position([(None, ev) for ev in firsts])[0][1] if firsts else None
+    return _where(first)
 
 
 def _warning_findings(r: ParseResult) -> list[Finding]:
@@ -679,11 +705,8 @@ def comm_table(comms: list[dict]) -> Table:
 def _group_dict(g: Group) -> dict:
     d = {"category": g.category, "kind": g.kind, "text": g.text or g.kind, "count": g.count,
          "first": {"file": g.first.file, "line": g.first.line, "text": g.first.text} if g.first else None,
-         "hosts": sorted(g.hosts)[:50], "host_count": len(g.hosts)}
-    if g.ranks:
-        d["ranks"] = ranges(g.ranks)
-    if g.detail:
-        d["detail"] = dict(g.detail)
+         "hosts": sorted(g.hosts)[:50], "host_count": len(g.hosts),
+         "ranks": ranges(g.ranks), "detail": dict(g.detail)}
     return d
 
 

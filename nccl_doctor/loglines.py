@@ -8,8 +8,10 @@ chunks), so memory never grows with the size of a file or of one line.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
+import stat
 import sys
 import zlib
 from dataclasses import dataclass
@@ -94,8 +96,9 @@ def resolve_inputs(paths: list[str]) -> Inputs:
                 raise InputError(f"{raw}: directory holds no log files{left}")
             sources += [Source(str(p), p) for p in logs]
         elif path.exists():
-            if not path.is_file():
-                raise InputError(f"{raw}: not a regular file")
+            why = None if path.is_file() else special_file_problem(path)
+            if why:
+                raise InputError(f"{raw}: {why}")
             sources.append(Source(raw, path))
         else:
             raise InputError(f"{raw}: no such file or directory")
@@ -104,18 +107,68 @@ def resolve_inputs(paths: list[str]) -> Inputs:
     return Inputs(sources, skipped)
 
 
+def special_file_problem(path: Path) -> str | None:
+    """Why an existing path that is neither a regular file nor a directory cannot be read as a log;
+    None for streams: a FIFO (``<(zcat job.log.gz)``, ``mkfifo``) or a character device (``/dev/stdin``
+    on a terminal, ``/dev/null``, which reads as empty input). Endless memory devices (``/dev/zero``,
+    ``/dev/urandom``) and block devices (disks) are refused: reading them would never end."""
+    mode = path.stat()
+    if stat.S_ISFIFO(mode.st_mode):
+        return None
+    if stat.S_ISCHR(mode.st_mode):
+        if os.major(mode.st_rdev) == 1 and os.minor(mode.st_rdev) != 3:  # Linux mem devices; 1:3 is /dev/null
+            return "an endless device, not a log"
+        return None
+    return "not a regular file, FIFO or character device"
+
+
+class _Replay(io.RawIOBase):
+    """A byte stream with the bytes already read from it put back in front (a pipe cannot be rewound)."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        if self._head:
+            n = min(len(buf), len(self._head))
+            buf[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        data = self._rest.read1(len(buf))
+        buf[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
+
+
+def _sniff(fh: io.BufferedReader) -> tuple[bytes, BinaryIO]:
+    """The first two bytes of a stream and a stream that still starts with them. ``peek`` may return a
+    single byte on a pipe whose writer has written only one so far; then they are read and replayed."""
+    head = fh.peek(2)[:2]
+    if len(head) == 2 or not head:
+        return head, fh
+    head = fh.read(2)  # blocks until two bytes or end of input
+    return head, io.BufferedReader(_Replay(head, fh))
+
+
 def _open_binary(source: Source) -> BinaryIO:
+    """The source's bytes, gunzipped when they start with the gzip magic (by content, not by name:
+    streams such as stdin and FIFOs have no name to go by)."""
     if source.path is None:
-        stdin = sys.stdin.buffer
-        peek = getattr(stdin, "peek", None)
-        if peek is not None and peek(2)[:2] == _GZIP_MAGIC:
-            return gzip.GzipFile(fileobj=stdin, mode="rb")  # type: ignore[return-value]
-        return stdin
-    try:
-        fh = open(source.path, "rb")
-    except OSError as exc:
-        raise InputError(f"{source.name}: cannot read: {exc.strerror or exc}") from None
-    if fh.peek(2)[:2] == _GZIP_MAGIC:  # by content, not by name
+        fh = sys.stdin.buffer
+        if not hasattr(fh, "peek"):
+            return fh
+    else:
+        try:
+            fh = open(source.path, "rb")
+        except OSError as exc:
+            raise InputError(f"{source.name}: cannot read: {exc.strerror or exc}") from None
+    head, fh = _sniff(fh)
+    if head == _GZIP_MAGIC:
         return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
     return fh
 

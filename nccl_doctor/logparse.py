@@ -721,7 +721,8 @@ class LogParser:
         r = self.result
         who = r.versions.setdefault(version, set())
         if version not in r.version_first:
-            r.version_first[version] = self._ev(msg)
+            host = proc.host if proc is not None else None
+            r.version_first[version] = self._ev(f"{host}: {msg}" if host else msg, host)
         if proc is not None:
             proc.version = version
             if len(who) < MAX_SET:

@@ -75,6 +75,9 @@ def _render_text(report: Report, console: Console) -> None:
         console.print(head, soft_wrap=True)  # never hard-wrapped: `grep ND110 job.log` gets the whole line
         for ev in f.evidence[:3]:
             console.print(Text(f"    | {ev}", style="dim"), soft_wrap=True)
+        if len(f.evidence) > 3:
+            console.print(Text(f"    | ... {len(f.evidence) - 3} more in the JSON report", style="dim"),
+                          soft_wrap=True)
         if f.fix:
             console.print(Text(f"    fix: {f.fix}", style="green"), soft_wrap=True)
     for note in report.notes:

@@ -35,7 +35,7 @@ def test_every_finding_says_where_and_fails_quote_evidence(path):
     report = diag(path)
     assert report.findings
     for f in report.findings:
-        assert f.where.as_dict() or f.evidence, (f.code, f.message)
+        assert f.where.as_dict(), (f.code, f.message)
         if f.severity.value == "fail":
             assert f.where.as_dict() and f.evidence, (f.code, f.message)
         for line in f.evidence:
@@ -143,3 +143,59 @@ def test_parser_api_takes_paths():
     report = diagnose(parse_paths([REAL / "059-dgx-h100-ibv-modify-qp-network-unreachable.log"]))
     doc = json.dumps([f.as_dict() for f in report.findings])
     assert "059-dgx-h100" in doc and report.verdict.value == "fail"
+
+
+def test_version_mismatch_across_files_names_every_version_and_where():
+    f = finding(diag(REAL), "ND107")
+    versions = ["2.3.7", "2.4.6", "2.4.7", "2.7.8"]
+    assert all(v in f.message for v in versions)
+    quoted = [re.search(r"NCCL version (\S+?)\+", line).group(1) for line in f.evidence]
+    assert quoted == versions  # each version once, its first occurrence, oldest first
+    assert f.where.file and "050-nccl2.3" in f.where.file and "045-roce" in f.where.file  # no host printed them
+
+
+def test_version_mismatch_names_the_hosts():
+    f = finding(diagnose(parse_lines([
+        "a:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+        "b:2:2 [0] NCCL INFO NCCL version 2.19.3+cuda12.2",
+        "c:3:3 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+    ])), "ND107")
+    assert f.where.host == "a,b,c" and f.where.file is None
+    assert "2.19.3 (1 process on b)" in f.message and "2.21.5 (2 processes on a,c)" in f.message
+    assert [e.split(": ", 1)[1] for e in f.evidence] == ["b: NCCL version 2.19.3+cuda12.2",
+                                                           "a: NCCL version 2.21.5+cuda12.4"]
+
+
+def _readme_json_table() -> dict[str, str]:
+    """The parse section's JSON key table: first-column key name -> content cell."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("<!-- SECTION:parse -->", 1)[1].split("<!-- SECTION:", 1)[0]
+    table = section.split("JSON keys", 1)[1].split("\n\n", 2)[1]
+    rows = {}
+    for row in table.splitlines()[2:]:
+        key_cell, content = row.strip("|").split(" | ", 1)
+        for key in re.findall(r"`(\w+)`", key_cell):
+            rows[key] = content
+    return rows
+
+
+def test_readme_json_keys_match_real_output(capsys):
+    rc = main(["parse", "--format", "json", str(REAL), str(SYNTH)])
+    doc = json.loads(capsys.readouterr().out)
+    rows = _readme_json_table()
+    data_keys = set(doc) - {"schema_version", "tool", "tool_version", "command", "verdict", "summary", "findings"}
+    assert set(rows) == data_keys
+    group_keys = set(re.search(r"`\{(category[^`]*)\}`", rows["warnings"]).group(1)
+                     .replace("first: {file, line, text}", "first").replace(" ", "").split(","))
+    for name in ("warnings", "errors", "watchdog"):
+        assert doc[name], name  # the inputs hold every kind of group
+        for g in doc[name]:
+            extra = {"op", "seq"} if name == "watchdog" else set()
+            assert set(g) == group_keys | extra, (name, set(g) ^ group_keys)
+            assert set(g["first"]) == {"file", "line", "text"}
+    comm_keys = re.search(r"list of `\{([^`]*)\}`", rows["communicators"]).group(1)
+    comm_keys = set(comm_keys.replace("inter_node: {transport, gdr}", "inter_node").replace(" ", "").split(","))
+    assert all(set(c) == comm_keys for c in doc["communicators"])
+    network = set(re.findall(r"`(\w+)`", rows["network"])) - {"value", "host_count", "hosts", "Using"}
+    assert network == set(doc["network"])
+    assert all(set(i) <= {"name", "lines", "bytes", "cut_lines", "error"} for i in doc["inputs"])
