@@ -61,6 +61,12 @@ GDR_LEVEL_NAMES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB"
 GDR_LEVEL_INTS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS"}
 DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE", "ABORT")
 KNOWN_PLUGIN_NETS = ("libfabric", "aws libfabric", "ibext", "ucx", "ucx-rma", "gib", "gpudirecttcpx", "fastrak")
+# Plugins that drive IB/RoCE ports through verbs (nccl-rdma-sharp-plugins) and the EFA one (aws-ofi-nccl).
+RDMA_PLUGIN_NETS = ("ibext", "ucx", "ucx-rma")
+EFA_PLUGIN_NETS = ("libfabric", "aws libfabric")
+# Names people write for a network NCCL calls otherwise; NCCL knows none of them, so init fails.
+NET_ALIASES = {"tcp": "Socket", "sockets": "Socket", "ethernet": "Socket", "eth": "Socket", "ip": "Socket",
+               "roce": "IB", "infiniband": "IB", "rdma": "IB", "verbs": "IB", "efa": "Libfabric"}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -84,6 +90,39 @@ def parse_c_int(text: str) -> tuple[int, bool]:
     else:
         value = int(digits)
     return (-value if sign == "-" else value), m.end() == len(text)
+
+
+@dataclass(frozen=True)
+class NetName:
+    """How NCCL reads ``NCCL_NET`` (``strcasecmp`` against each network's name, 2.13+)."""
+
+    value: str
+    kind: str  # "ib", "socket", "plugin" (a known plugin's name), "typo" (init fails), "unknown" (unless a plugin)
+    meant: str | None = None  # for "typo": the name NCCL calls the network
+
+    @property
+    def plugin(self) -> str | None:
+        """The known plugin family (``ibext``, ``ucx``, ``libfabric``...) for kind "plugin"."""
+        low = self.value.lower()
+        return next((p for p in sorted(KNOWN_PLUGIN_NETS, key=len, reverse=True)
+                     if low == p or (p == "ibext" and low.startswith("ibext_v"))), None)
+
+
+def classify_net(value: str) -> NetName:
+    """Built-in (``IB``, ``Socket``), a known plugin name, a likely mistake, or an unknown name."""
+    low = value.lower()
+    if low == "ib":
+        return NetName(value, "ib")
+    if low == "socket":
+        return NetName(value, "socket")
+    if NetName(value, "plugin").plugin:
+        return NetName(value, "plugin")
+    if low.strip() in NET_ALIASES:
+        return NetName(value, "typo", NET_ALIASES[low.strip()])
+    close = difflib.get_close_matches(low.strip(), ["ib", "socket"], n=1, cutoff=0.75)
+    if close:
+        return NetName(value, "typo", {"ib": "IB", "socket": "Socket"}[close[0]])
+    return NetName(value, "unknown")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -161,6 +200,7 @@ class Setting:
 class Settings:
     values: dict[str, Setting] = field(default_factory=dict)
     conf_files: list[str] = field(default_factory=list)  # conf files that exist and were applied
+    missing_conf_file: str | None = None  # NCCL_CONF_FILE names a file that cannot be read (NCCL ignores it)
 
     def get(self, name: str) -> str | None:
         """NCCL treats an empty value as unset."""
@@ -200,6 +240,8 @@ def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
     for path in files:
         text = fs.read(path)
         if text is None:
+            if path == env.get("NCCL_CONF_FILE"):
+                settings.missing_conf_file = path
             continue
         settings.conf_files.append(path)
         for name, value in parse_conf(text):

@@ -17,8 +17,8 @@ from typing import Any, Mapping
 
 from .errors import InputError
 from .ncclenv import (
-    DEBUG_LEVELS, DEPRECATED_TORCH, INT_VARS, KNOWN_PLUGIN_NETS, NOT_READ, GlooChoice, IbChoice, Settings,
-    SocketChoice, did_you_mean, effective_settings, gdr_level, gloo_ifaces, nccl_ib_ports, nccl_socket_ifaces,
+    DEBUG_LEVELS, DEPRECATED_TORCH, EFA_PLUGIN_NETS, INT_VARS, NOT_READ, RDMA_PLUGIN_NETS, GlooChoice, IbChoice,
+    Settings, SocketChoice, classify_net, did_you_mean, effective_settings, gdr_level, gloo_ifaces, nccl_ib_ports, nccl_socket_ifaces,
     overmatching_prefixes, parse_c_int, parse_if_list,
 )
 from .report import Finding, Report, Severity, Table, Where
@@ -235,10 +235,12 @@ def check_rdma(node: NodeProbe) -> list[Finding]:
             out.append(_f("ND226", WARN, node, "no RDMA device (InfiniBand/RoCE/EFA): inter-node NCCL traffic will "
                           "use TCP sockets (NET/Socket)", "run multi-node training on nodes with an RDMA fabric"))
         elif any(i.role == "data" for i in facts.interfaces):  # a CPU node: only Gloo runs here, over TCP anyway
-            out.append(_f("ND226", PASS, node, "no RDMA device and no NVIDIA GPU: NCCL does not run on this node; "
-                          "collectives use Gloo over TCP"))
+            out.append(_f("ND226", PASS, node, "no RDMA device and no NVIDIA GPU: collectives here use Gloo over TCP; "
+                          "NCCL settings are still checked for GPU nodes running with this environment"))
         return out
-    if ib.usable and ib.disabled_by:
+    net = node.settings.get("NCCL_NET")
+    if ib.usable and ib.disabled_by and (net is None or ib.disabled_by.startswith("NCCL_IB_DISABLE")
+                                         or classify_net(net).kind == "socket"):  # other NCCL_NET values: ND222
         var = ib.disabled_by.split("=")[0]
         out.append(_f("ND207", FAIL, node, f"{len(ib.usable)} active RDMA port(s) ({', '.join(ib.usable[:4])}) but "
                       f"{ib.disabled_by}{_src(node, var)} turns NCCL's IB transport off: traffic goes over TCP sockets",
@@ -252,12 +254,6 @@ def check_rdma(node: NodeProbe) -> list[Finding]:
         for prefix, hits in overmatching_prefixes(lst, [d.name for d in devs]).items():
             out.append(_f("ND205", WARN, node, f"NCCL_IB_HCA entry '{prefix}' is a prefix: it also selects "
                           f"{', '.join(h for h in hits if h != prefix)}", f"export NCCL_IB_HCA=={prefix}", device=prefix))
-    net = node.settings.get("NCCL_NET")
-    if net is not None and net.lower() == "ib" and not ib.ports:
-        out.append(_f("ND222", FAIL, node, f"NCCL_NET={net} but no usable IB/RoCE port: NCCL init fails", "unset NCCL_NET"))
-    elif net is not None and net.lower() not in ("ib", "socket") and net.lower() not in KNOWN_PLUGIN_NETS:
-        out.append(_f("ND222", WARN, node, f"NCCL_NET={net} is not a built-in network (IB, Socket) nor a known plugin "
-                      "name; if no plugin registers it, NCCL init fails", "unset NCCL_NET"))
     active_rates: dict[str, list[float]] = {}
     for d in devs:
         for p in d.ports:
@@ -283,6 +279,49 @@ def check_rdma(node: NodeProbe) -> list[Finding]:
                       "install aws-ofi-nccl and check with NCCL_DEBUG=INFO"))
     out += check_roce(node)
     return out
+
+
+def check_net(node: NodeProbe) -> list[Finding]:
+    """NCCL_NET must name a network that initialises here with a device, else NCCL init fails
+    (``Error: network <name> not found``). Checked on every node, with or without RDMA."""
+    net = node.settings.get("NCCL_NET")
+    if net is None:
+        return []
+    n, ib, devs = classify_net(net), node.nccl_ib, node.facts.rdma_devices
+    head = f"NCCL_NET={net}{_src(node, 'NCCL_NET')}"
+    fails = f"NCCL init fails ('Error: network {net} not found' / 'Failed to initialize any NET plugin')"
+    if n.kind == "ib" and not ib.ports:
+        if ib.disabled_by:
+            why, fix = f"{ib.disabled_by} turns the IB transport off", f"unset {ib.disabled_by.split('=')[0]}"
+        elif ib.usable:
+            why, fix = f"NCCL_IB_HCA={ib.hca_value} selects none of the active ports", "unset NCCL_IB_HCA"
+        elif devs and all(d.is_efa for d in devs):
+            why, fix = "EFA devices are not IB devices (they need the aws-ofi-nccl plugin)", "unset NCCL_NET"
+        elif devs:
+            why, fix = "no RDMA port is ACTIVE with an IB/Ethernet link layer", "unset NCCL_NET (or fix the ports: see ND209)"
+        else:
+            why, fix = "this node has no RDMA device (InfiniBand/RoCE)", "unset NCCL_NET"
+        return [_f("ND222", FAIL, node, f"{head} but {why}: {fails}", fix)]
+    if n.kind == "typo":
+        usable = n.meant != "IB" or bool(ib.usable)
+        fix = f"export NCCL_NET={n.meant}" if usable else "unset NCCL_NET"
+        return [_f("ND222", FAIL, node, f"{head} is not a network name NCCL knows (IB, Socket, or a plugin's name; "
+                   f"did you mean {n.meant}?): {fails}", fix)]
+    if n.kind == "plugin" and n.plugin in RDMA_PLUGIN_NETS and not ib.usable:
+        return [_f("ND222", FAIL, node, f"{head}: that plugin (nccl-rdma-sharp-plugins) drives IB/RoCE ports and "
+                   f"none is active here: {fails}", "unset NCCL_NET")]
+    if n.kind == "plugin" and n.plugin in EFA_PLUGIN_NETS and not any(d.is_efa for d in devs):
+        return [_f("ND222", WARN, node, f"{head}: aws-ofi-nccl uses EFA devices and there are none here; unless its "
+                   f"libfabric provider is set to another one (FI_PROVIDER), {fails}", "unset NCCL_NET")]
+    if n.kind == "unknown":
+        return [_f("ND222", WARN, node, f"{head} is not a built-in network (IB, Socket) nor a known plugin name; "
+                   f"if no installed plugin registers it, {fails}", "unset NCCL_NET")]
+    return []
+
+
+def net_fails(node: NodeProbe) -> bool:
+    """True when NCCL_NET makes NCCL init fail on this node (an ND222 FAIL)."""
+    return any(f.severity is FAIL for f in check_net(node))
 
 
 def check_roce(node: NodeProbe) -> list[Finding]:
@@ -357,11 +396,32 @@ def check_gloo(node: NodeProbe) -> list[Finding]:
             hint = f"; Gloo takes exact names only (did you mean {close[0]}?)" if close else ""
             out.append(_f("ND216", FAIL, node, f"GLOO_SOCKET_IFNAME={v}: no interface {name!r} with an address here"
                           f"{hint}: Gloo fails with 'Unable to find address for: {name}'", fix, iface=name))
-        for name in g.down:
-            out.append(_f("ND216", WARN, node, f"GLOO_SOCKET_IFNAME={v}: {name} is down", fix, iface=name))
+        bad = _gloo_unreachable(node)
+        rest = [n for n in g.ifaces if n not in g.missing and n not in dict(bad)]
+        for name, why in bad:
+            drop = f"export GLOO_SOCKET_IFNAME={','.join(rest)}" if rest else fix
+            out.append(_f("ND216", WARN, node, f"GLOO_SOCKET_IFNAME={v}: {name} {why}: Gloo pairs over it cannot "
+                          "reach other nodes and multi-node groups fail or hang", drop, iface=name))
     elif g.ifaces and all(i in ("lo", node.facts.loopback) for i in g.ifaces):
         out.append(_f("ND215", WARN, node, f"Gloo will bind loopback ({g.rule}): multi-node Gloo groups fail with "
                       "'Connection refused, remote=[127.0.0.1]'", fix, iface=g.ifaces[0]))
+    return out
+
+
+def _gloo_unreachable(node: NodeProbe) -> list[tuple[str, str]]:
+    """GLOO_SOCKET_IFNAME entries that exist but other nodes cannot reach: down, loopback, or virtual
+    (a bridge, docker0...) that is not the node's uplink. Gloo uses every listed device round-robin."""
+    out = []
+    for name in node.gloo.ifaces:
+        i = node.facts.iface(name)
+        if name in node.gloo.missing or i is None:
+            continue
+        if name in node.gloo.down:
+            out.append((name, "is down"))
+        elif i.kind == "loopback" or name == node.facts.loopback:
+            out.append((name, "is the loopback interface"))
+        elif i.kind == "virtual" and i.role != "data":
+            out.append((name, f"is a virtual ({i.virtual_kind or 'virtual'}) interface, not this node's uplink"))
     return out
 
 
@@ -409,6 +469,12 @@ def check_env(node: NodeProbe) -> list[Finding]:
                 if guess:
                     out.append(_f("ND219", WARN, node, f"{name} is not an NCCL variable; did you mean {guess}?",
                                   f"export {guess}={v}; unset {name}"))
+    if s.missing_conf_file:
+        path = s.missing_conf_file
+        rel = "" if path.startswith("/") else " (a relative path: NCCL opens it from the job's working directory)"
+        out.append(_f("ND220", WARN, node, f"NCCL_CONF_FILE={path}: no such readable file{rel}; NCCL ignores it "
+                      "silently, so none of its settings apply (and ~/.nccl.conf is not read instead)",
+                      "point NCCL_CONF_FILE at the existing file, or unset NCCL_CONF_FILE", file=path))
     from_files = [st for st in s.values.values() if st.source != "environment"]
     for path in s.conf_files:
         mine = [st for st in from_files if st.source == path]
@@ -436,21 +502,27 @@ def nccl_line(node: NodeProbe) -> str:
     why = no_interface_code(node)
     if why:
         return f"NCCL cannot bootstrap: no interface selected (see {why})"
-    data = f"IB ports {', '.join(ib.ports)}" if ib.ports else f"TCP sockets over {', '.join(sc.ifaces)}"
+    if net_fails(node):
+        return f"NCCL init fails: NCCL_NET={node.settings.get('NCCL_NET')} is not usable here (see ND222)"
+    net = node.settings.get("NCCL_NET")
+    plugin = net is not None and classify_net(net).kind in ("plugin", "unknown")
+    data = f"IB ports {', '.join(ib.ports)}" if ib.ports else f"plugin network {net}" if plugin else \
+        f"TCP sockets over {', '.join(sc.ifaces)}"
     return f"NCCL bootstrap: {sc.bootstrap} ({sc.rule}); inter-node data: {data}"
 
 
 def check_summary(node: NodeProbe) -> list[Finding]:
     """The PASS line saying what NCCL and Gloo will use. When NCCL has no interface there is nothing
-    to summarise: the failing finding (ND202/ND203/ND224) says it, and the report summary repeats it."""
-    if no_interface_code(node):
+    to summarise: the failing finding (ND202/ND203/ND224, or ND222 when NCCL_NET cannot initialise)
+    says it, and the report summary repeats it."""
+    if no_interface_code(node) or net_fails(node):
         return []
     g = node.gloo
     msg = f"{nccl_line(node)}; Gloo: {', '.join(g.ifaces) or 'unknown'} ({g.rule})"
     return [_f("ND200", PASS, node, msg)]
 
 
-CHECKS = (check_summary, check_socket, check_names, check_rdma, check_bonds, check_gpus, check_gloo, check_env)
+CHECKS = (check_summary, check_socket, check_names, check_rdma, check_net, check_bonds, check_gpus, check_gloo, check_env)
 
 
 def check(node: NodeProbe) -> list[Finding]:
@@ -554,6 +626,10 @@ def _transport(node: NodeProbe) -> str:
     if node.nccl_ib.ports:
         return "IB"
     net = node.settings.get("NCCL_NET")
+    if net is not None and net_fails(node):
+        return f"none (NCCL_NET={net} is not usable here: init fails)"
+    if net is not None and classify_net(net).kind in ("plugin", "unknown"):
+        return f"plugin {net}"
     if any(d.is_efa for d in node.facts.rdma_devices) and (net is None or net.lower() != "socket"):
         return "plugin (aws-ofi-nccl, if installed) else Socket"
     return "Socket"
@@ -595,6 +671,8 @@ def _summary(node: NodeProbe) -> str:
     why = no_interface_code(node)
     if why:
         return f"{node.host}: NCCL cannot bootstrap: no interface selected (see {why})"
+    if net_fails(node):
+        return f"{node.host}: NCCL init fails: NCCL_NET={node.settings.get('NCCL_NET')} is not usable here (see ND222)"
     return f"{node.host}: NCCL bootstrap {node.nccl_socket.bootstrap}, transport {_transport(node)}"
 
 

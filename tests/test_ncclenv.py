@@ -3,7 +3,7 @@
 import pytest
 
 from nccl_doctor.ncclenv import (
-    Settings, Setting, did_you_mean, effective_settings, gdr_level, gloo_ifaces, hosts_lookup, match_if_list,
+    Settings, Setting, classify_net, did_you_mean, effective_settings, gdr_level, gloo_ifaces, hosts_lookup, match_if_list,
     nccl_ib_ports, nccl_socket_ifaces, overmatching_prefixes, parse_c_int, parse_conf, parse_if_list,
 )
 from nccl_doctor.sysfs import Address, FsReader, Interface, RdmaDevice, RdmaPort
@@ -136,3 +136,23 @@ def test_gloo_choice():
     g = gloo_ifaces(IFS, _settings(GLOO_SOCKET_IFNAME="eno1,ib9,eno"), "n1", hosts)
     assert g.ifaces == ["eno1", "ib9", "eno"] and g.missing == ["ib9", "eno"]  # exact names only
     assert gloo_ifaces(IFS, _settings(GLOO_SOCKET_IFNAME="ib1"), "n1", hosts).down == ["ib1"]
+
+
+def test_classify_net_names():
+    """NCCL_NET: strcasecmp against IB, Socket and plugin names; anything else fails init."""
+    kinds = {v: (classify_net(v).kind, classify_net(v).meant) for v in
+             ("IB", "ib", "Socket", "SOCKET", "Sockets", "IBB", "tcp", "RoCE", "efa", "UCX", "IBext_v8",
+              "AWS Libfabric", "MyVendorNet")}
+    assert kinds == {"IB": ("ib", None), "ib": ("ib", None), "Socket": ("socket", None), "SOCKET": ("socket", None),
+                     "Sockets": ("typo", "Socket"), "IBB": ("typo", "IB"), "tcp": ("typo", "Socket"),
+                     "RoCE": ("typo", "IB"), "efa": ("typo", "Libfabric"), "UCX": ("plugin", None),
+                     "IBext_v8": ("plugin", None), "AWS Libfabric": ("plugin", None), "MyVendorNet": ("unknown", None)}
+    assert classify_net("IBext_v8").plugin == "ibext" and classify_net("ucx-rma").plugin == "ucx-rma"
+
+
+def test_missing_conf_file_is_recorded(tmp_path):
+    (tmp_path / "home/u").mkdir(parents=True)
+    (tmp_path / "home/u/.nccl.conf").write_text("NCCL_DEBUG=INFO\n")
+    s = effective_settings({"HOME": "/home/u", "NCCL_CONF_FILE": "/nope.conf"}, FsReader(tmp_path))
+    assert s.missing_conf_file == "/nope.conf" and s.conf_files == [] and s.get("NCCL_DEBUG") is None
+    assert effective_settings({"HOME": "/home/u"}, FsReader(tmp_path)).missing_conf_file is None

@@ -44,7 +44,8 @@ def test_dgx_clean_by_default(roots):
     ({"NCCL_NET": "Socket"}, "ND207", "fail"),
     ({"NCCL_IB_DISABLE": "true"}, "ND217", "warn"),
     ({"NCCL_IB_HCA": "=mlx5_9"}, "ND208", "fail"),
-    ({"NCCL_NET": "IBB"}, "ND222", "warn"),
+    ({"NCCL_NET": "IBB"}, "ND222", "fail"),  # close to IB: a typo, NCCL knows no such network
+    ({"NCCL_NET": "MyVendorNet"}, "ND222", "warn"),  # maybe a plugin we do not know
     ({"NCCL_NET_GDR_LEVEL": "pxb"}, "ND218", "warn"),
     ({"NCCL_NET_GDR_LEVEL": "NODE"}, "ND218", "warn"),
     ({"NCCL_DEBUG": "VERBOSE"}, "ND218", "warn"),
@@ -222,3 +223,71 @@ def test_no_rdma_warns_only_where_gpus_make_nccl_matter(roots, tmp_path):
                                                           "class": "0x030200", "numa": 0}}
     with_gpu = {f.code: f.severity.value for f in check(probe_node(b.build(spec, tmp_path), {}))}
     assert with_gpu["ND226"] == "warn"
+
+
+def test_cpu_node_nd226_does_not_contradict_nccl_failures(roots):
+    """A CPU node still fails a job-breaking NCCL setting; ND226 must not claim NCCL is irrelevant here."""
+    fs = {f.code: f for f in check(probe_node(roots["cloud_vm"], {"NCCL_SOCKET_IFNAME": "^="}))}
+    assert fs["ND202"].severity.value == "fail" and fs["ND226"].severity.value == "pass"
+    assert "does not run" not in fs["ND226"].message and "still checked" in fs["ND226"].message
+
+
+def _no_rdma_dgx(tmp_path):
+    """dgx_h100 with its IB NICs removed: GPUs and the bond0 management/data bond stay."""
+    spec = b.dgx_h100()
+    nics = {bdf for bdf, p in spec["pci"].items() if p is not None and p.get("class") == b.CX7_IB["class"]}
+    spec["pci"] = {k: v for k, v in spec["pci"].items() if k not in nics}
+    spec["net"] = [n for n in spec["net"] if n.get("pci") not in nics]
+    spec["rdma"] = []
+    return b.build(spec, tmp_path)
+
+
+@pytest.mark.parametrize("net, sev, fix", [
+    ("IB", "fail", "unset NCCL_NET"), ("ib", "fail", "unset NCCL_NET"),
+    ("Sockets", "fail", "export NCCL_NET=Socket"), ("TCP", "fail", "export NCCL_NET=Socket"),
+    ("RoCE", "fail", "unset NCCL_NET"),  # RoCE is NCCL's IB transport, and there is none here
+    ("UCX", "fail", "unset NCCL_NET"), ("IBext_v8", "fail", "unset NCCL_NET"),
+    ("MyVendorNet", "warn", "unset NCCL_NET"),
+])
+def test_nccl_net_checked_without_rdma(tmp_path, net, sev, fix):
+    root = _no_rdma_dgx(tmp_path)
+    node = probe_node(root, {"NCCL_NET": net})
+    assert not node.facts.rdma_devices and node.facts.gpus
+    f = next(f for f in check(node) if f.code == "ND222")
+    assert (f.severity.value, f.fix) == (sev, fix) and f"NCCL_NET={net}" in f.message
+    if sev == "fail":
+        rep = probe_report(node)
+        assert "ND200" not in {x.code for x in rep.findings}  # no PASS line saying TCP sockets will carry data
+        assert "NCCL init fails" in rep.summary and rep.data["nccl"]["transport"].startswith("none")
+    for ok in ("Socket", "socket"):
+        assert "ND222" not in codes(root, {"NCCL_NET": ok})
+
+
+def test_nccl_net_plugin_on_ib_node_is_not_rdma_disabled(roots):
+    """NCCL_NET=UCX drives the IB ports through a plugin: not ND207 ('IB off, traffic over TCP'), not ND222."""
+    got = codes(roots["dgx_h100"], {"NCCL_NET": "UCX"})
+    assert "ND207" not in got and "ND222" not in got
+    assert {"ND207", "ND222"} & codes(roots["dgx_h100"], {"NCCL_NET": "Sockets"}) == {"ND222"}
+
+
+@pytest.mark.parametrize("value, bad, fix", [
+    ("ens5,lo", "lo", "export GLOO_SOCKET_IFNAME=ens5"),
+    ("lo", "lo", "export GLOO_SOCKET_IFNAME=ens5"),
+    ("docker0,ens5", "docker0", "export GLOO_SOCKET_IFNAME=ens5"),
+])
+def test_gloo_list_with_unreachable_device(roots, value, bad, fix):
+    fs = [f for f in check(probe_node(roots["cloud_vm"], {"GLOO_SOCKET_IFNAME": value})) if f.code == "ND216"]
+    assert [(f.severity.value, f.where.iface, f.fix) for f in fs] == [("warn", bad, fix)]
+    assert not [f for f in check(probe_node(roots["cloud_vm"], {"GLOO_SOCKET_IFNAME": "ens5"})) if f.code == "ND216"]
+
+
+def test_gloo_down_device_fix_drops_it(roots):
+    fs = [f for f in check(probe_node(roots["degraded_ib"], {"GLOO_SOCKET_IFNAME": "eth0,ib1"})) if f.code == "ND216"]
+    assert [(f.where.iface, f.fix) for f in fs] == [("ib1", "export GLOO_SOCKET_IFNAME=eth0")]
+    assert "is down" in fs[0].message
+
+
+def test_missing_nccl_conf_file_warns(roots):
+    fs = [f for f in check(probe_node(roots["dgx_h100"], {"NCCL_CONF_FILE": "/nonexist/nccl.conf"})) if f.code == "ND220"]
+    assert [(f.severity.value, f.where.file) for f in fs] == [("warn", "/nonexist/nccl.conf")]
+    assert "NCCL ignores it" in fs[0].message
