@@ -19,8 +19,8 @@ from pathlib import Path
 
 from .busbw import OPS, format_size, parse_size, parse_sizes
 from .errors import InputError
-from .launch import (LOG_ENV, SlurmInfo, StageFile, in_worker, launch_notes, parse_endpoint, plan_launch, self_launch,
-                     slurm_launch_config)
+from .launch import (LOG_ENV, SlurmInfo, StageFile, check_seconds, in_worker, launch_notes, parse_endpoint,
+                     plan_launch, port_from_env, self_launch, slurm_launch_config)
 from .localize import Localisation, floor_gbps, pair_expected_gbps
 from .report import Finding, Report, Severity, Table, Where, exit_code, plural
 
@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nnodes", type=int, metavar="N", help="nodes (default: SLURM_NNODES under Slurm, else 1)")
     g.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
                    help="rendezvous host:port, the same on every node (default under Slurm: first host of the "
-                        "node list, port 29500 + job id %% 1000, or MASTER_PORT)")
+                        "node list, port MASTER_PORT, else 29500 + job id %% 1000; on one node: MASTER_PORT, else "
+                        "a free port)")
     g.add_argument("--rdzv-id", metavar="ID",
                    help="rendezvous id (default under Slurm: slurm-<job id>.<step id>, else nccl-doctor)")
     t = p.add_argument_group("deadlines (the same options as preflight)")
@@ -101,13 +102,12 @@ def check_args(args: argparse.Namespace) -> None:
     """Fail fast, before anything is launched, naming the option and the value at fault."""
     parse_ops(args.ops or DEFAULT_OPS)
     parse_groups(args.groups or DEFAULT_GROUPS)
-    try:
-        if args.sizes:
-            parse_sizes(args.sizes)
-        if args.pair_size:
-            parse_size(args.pair_size)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+    for flag, text, parse in (("--sizes", args.sizes, parse_sizes), ("--pair-size", args.pair_size, parse_size)):
+        try:
+            if text is not None:
+                parse(text)
+        except ValueError as exc:
+            raise InputError(f"{flag} {text!r}: {exc}") from None
     for name in ("iters", "nproc_per_node", "nnodes"):
         v = getattr(args, name)
         if v is not None and v < 1:
@@ -116,12 +116,14 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--warmup must be >= 0, got {args.warmup}")
     for name in ("timeout", "collective_timeout", "deadline"):
         v = getattr(args, name, None)
-        if v is not None and not v > 0:  # `not >` also refuses nan
-            raise InputError(f"--{name.replace('_', '-')} must be > 0 seconds, got {v:g}")
+        if v is not None:
+            check_seconds(v, f"--{name.replace('_', '-')}")
     if getattr(args, "deadline", None) is not None:  # the old name wins: it is what the user typed
         args.timeout = args.deadline
     if args.rdzv_endpoint is not None:
         parse_endpoint(args.rdzv_endpoint)  # syntax and port here; plan_launch resolves the host
+    if not in_worker(os.environ):  # the launcher reads MASTER_PORT (its rendezvous port); the ranks get torchrun's
+        port_from_env(os.environ)
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
@@ -236,6 +238,8 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             progress.close()
     findings = judge(result, slurm=slurm_launch_config(env)) + coverage(result, asked=args.groups is not None)
     report = build_report(result, findings, notes=launch_notes(env))
+    if measured_nothing(result):  # the verdict line must not read as a warning one can ship with
+        report.summary += "; could not run (exit 2)"
     code = bw.share_code(2 if measured_nothing(result) else exit_code(report, strict=args.strict), device)
     dist.destroy_process_group()
     return _finish(args, rank, stage_file, report, code=code)

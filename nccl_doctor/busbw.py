@@ -40,7 +40,8 @@ def parse_size(text: str) -> int:
     """``64K``, ``1M``, ``1GiB``, ``4096`` -> bytes (binary units, as nccl-tests' -b/-e)."""
     m = _SIZE_RE.match(text)
     if not m or int(m.group(1)) <= 0:
-        raise ValueError(f"bad size {text!r}: expected a positive number with optional K/M/G (e.g. 64K, 1M, 1G)")
+        raise ValueError(f"{text.strip()!r} is not a size: expected a positive whole number with optional K/M/G "
+                         "(e.g. 64K, 1M, 1G)")
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
@@ -49,12 +50,14 @@ def parse_sizes(text: str) -> list[int]:
     if ":" in text:
         parts = text.split(":")
         if len(parts) not in (2, 3):
-            raise ValueError(f"bad size range {text!r}: expected MIN:MAX or MIN:MAX:FACTOR")
-        factor = int(parts[2]) if len(parts) == 3 else 2
-        return size_sweep(parse_size(parts[0]), parse_size(parts[1]), factor)
+            raise ValueError("expected MIN:MAX or MIN:MAX:FACTOR")
+        factor = parts[2].strip() if len(parts) == 3 else "2"
+        if not factor.isdigit() or int(factor) < 2:
+            raise ValueError("the factor must be an integer >= 2")
+        return size_sweep(parse_size(parts[0]), parse_size(parts[1]), int(factor))
     sizes = sorted({parse_size(p) for p in text.split(",") if p.strip()})
     if not sizes:
-        raise ValueError(f"bad sizes {text!r}: empty")
+        raise ValueError("empty")
     return sizes
 
 
@@ -62,7 +65,7 @@ def size_sweep(lo: int, hi: int, factor: int = 4) -> list[int]:
     if lo > hi:
         raise ValueError(f"size range is empty: {format_size(lo)} > {format_size(hi)}")
     if factor < 2:
-        raise ValueError(f"size factor must be >= 2, got {factor}")
+        raise ValueError("the factor must be an integer >= 2")
     sizes, s = [], lo
     while s <= hi:
         sizes.append(s)

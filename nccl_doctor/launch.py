@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,6 +35,7 @@ STAGE_DIR_ENV = "NCCL_DOCTOR_STAGE_DIR"
 LOG_ENV = "NCCL_DOCTOR_WORKER_LOG"  # where the launcher keeps torchrun's and the workers' stderr
 NOTES_ENV = "NCCL_DOCTOR_LAUNCH_NOTES"
 DEFAULT_PORT = 29500
+MAX_SECONDS = 7 * 24 * 3600  # a deadline beyond a week is a typo (or inf), not a plan
 
 
 # --- where we are ---------------------------------------------------------------------------------
@@ -119,6 +122,15 @@ def check_port(port: int, name: str) -> int:
     if not 1 <= port <= 65535:
         raise InputError(f"{name} {port} is not a TCP port (1-65535)")
     return port
+
+
+def check_seconds(value: float, option: str) -> float:
+    """A deadline option: finite, > 0 and at most a week. ``inf`` or ``1e400`` would pass ``> 0`` and
+    then overflow ``int()`` or ``timedelta`` deep inside torchrun or a rank (a traceback per rank)."""
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise InputError(f"{option} {value:g}: expected a finite number of seconds, > 0 and at most "
+                         f"{MAX_SECONDS} (7 days)")
+    return value
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:
@@ -261,7 +273,7 @@ def plan_launch(*, nnodes: int | None, nproc_per_node: int | None, rdzv_endpoint
             raise InputError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node), "
                              "or run under Slurm with `srun --ntasks-per-node=1`")
         else:
-            rdzv_endpoint = f"127.0.0.1:{free_port()}"
+            rdzv_endpoint = f"127.0.0.1:{port_from_env(env) or free_port()}"  # as preflight's port
     host, port = parse_endpoint(rdzv_endpoint)
     if nnodes == 1:  # across nodes, ``route`` resolves it
         resolve(host, "--rdzv-endpoint")
@@ -342,6 +354,46 @@ def read_stages(stage_dir: Path) -> list[StageRecord]:
     return sorted(out, key=lambda r: r.rank)
 
 
+# --- private temporary directories -------------------------------------------------------------
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+
+
+def private_dir(kind: str, tmp: str | None = None) -> Path:
+    """A fresh ``nccl-doctor-<kind>-<host>-<pid>-XXXX`` in the temp dir. Normal exits, errors and SIGTERM
+    remove it; a SIGKILLed run cannot, so each new one first removes this host's dirs of the same kind
+    whose process is gone (a live pid, or another host's dir on a shared /tmp, is left alone)."""
+    tmp = tmp or tempfile.gettempdir()
+    remove_stale_dirs(kind, tmp)
+    return Path(tempfile.mkdtemp(prefix=f"nccl-doctor-{kind}-{_host_tag()}-{os.getpid()}-", dir=tmp))
+
+
+def remove_stale_dirs(kind: str, tmp: str) -> list[Path]:
+    """This host's ``private_dir(kind)`` dirs whose owner pid no longer runs, removed; returns them."""
+    pat = re.compile(rf"nccl-doctor-{re.escape(kind)}-{re.escape(_host_tag())}-(\d+)-[^/]+")
+    gone = []
+    try:
+        entries = list(Path(tmp).iterdir())
+    except OSError:
+        return gone
+    for p in entries:
+        m = pat.fullmatch(p.name)
+        if m and not pid_alive(int(m.group(1))) and p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(p)
+    return gone
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 # --- running it -----------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class LaunchOutcome:
@@ -400,38 +452,57 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
                 python: str = sys.executable, module: str = "nccl_doctor", grace_s: float = 5.0) -> LaunchOutcome:
     """Run ``python -m <module> <worker_argv>`` on ``nproc_per_node`` ranks here, in a process group of
     its own; past ``cfg.deadline_s`` the whole group is terminated, then killed after ``grace_s``."""
+    argv = torchrun_argv(cfg, worker_argv, python=python, module=module)  # before creating anything
     base = dict(os.environ if env is None else env)
-    stage_dir = Path(tempfile.mkdtemp(prefix="nccl-doctor-stages-"))
+    old = sigterm_as_interrupt()  # srun/scancel send SIGTERM: the new session would outlive us
+    stage_dir = log_name = None
+    try:
+        stage_dir = private_dir("stages")
+        fd, log_name = tempfile.mkstemp(prefix="nccl-doctor-launch-", suffix=".log")
+        os.close(fd)
+        return _run_torchrun(argv, base, cfg, stage_dir, log_name, grace_s)
+    except BaseException:  # an error or Ctrl-C/SIGTERM: nothing failed in the workers, keep no log
+        if log_name:
+            Path(log_name).unlink(missing_ok=True)
+        raise
+    finally:
+        if old is not None:  # a second SIGTERM must not cut the cleanup short
+            ignore_sigterm()
+        try:
+            if stage_dir is not None:
+                shutil.rmtree(stage_dir, ignore_errors=True)
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
+
+
+def _run_torchrun(argv: list[str], base: dict, cfg: LaunchConfig, stage_dir: Path, log_name: str,
+                  grace_s: float) -> LaunchOutcome:
     base.update(cfg.extra_env)
     base[STAGE_DIR_ENV] = str(stage_dir)
-    fd, log_name = tempfile.mkstemp(prefix="nccl-doctor-launch-", suffix=".log")
-    os.close(fd)
+    tmp = stage_dir / "tmp"  # torchrun's own torchelastic_* dir (left behind when it is killed) goes with ours
+    tmp.mkdir()
+    base["TMPDIR"] = str(tmp)
     base[LOG_ENV] = log_name
     base[NOTES_ENV] = json.dumps(list(cfg.notes))
     base.setdefault("OMP_NUM_THREADS", "1")
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         base.pop(var, None)
-    argv = torchrun_argv(cfg, worker_argv, python=python, module=module)
     start = time.monotonic()
     proc = subprocess.Popen(argv, env=base, start_new_session=True, stderr=subprocess.PIPE)
     relay = threading.Thread(target=relay_stderr, args=(proc.stderr, sys.stderr, Path(log_name)), daemon=True)
     relay.start()
     timed_out = False
-    old = sigterm_as_interrupt()  # srun/scancel send SIGTERM: the new session would outlive us
     try:
         rc = proc.wait(timeout=cfg.deadline_s)
     except subprocess.TimeoutExpired:
         timed_out = True
         rc = _kill_group(proc, grace_s)
-    except KeyboardInterrupt:  # the user stopped it: nothing failed, keep no log or stage files
+    except BaseException:  # Ctrl-C or SIGTERM: stop the ranks, which live in a session of their own
+        ignore_sigterm()  # a second one must not cut the stopping short
         _kill_group(proc, grace_s)
-        relay.join(timeout=grace_s)
-        Path(log_name).unlink(missing_ok=True)
-        _remove_stage_dir(stage_dir)
         raise
     finally:
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
         relay.join(timeout=grace_s)
     log_path: str | None = log_name
     if rc == 0 and not timed_out:
@@ -441,18 +512,9 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
         what = "hit the deadline" if timed_out else f"exited with code {rc}"
         print(f"nccl-doctor: the local workers {what}; torchrun's and the workers' stderr: {log_name}",
               file=sys.stderr, flush=True)
-    try:
-        stages = tuple(read_stages(stage_dir))
-    finally:
-        _remove_stage_dir(stage_dir)
+    stages = tuple(read_stages(stage_dir))
     return LaunchOutcome(returncode=rc, timed_out=timed_out, elapsed_s=time.monotonic() - start,
                          stages=stages, host=socket.gethostname(), cfg=cfg, log_path=log_path)
-
-
-def _remove_stage_dir(stage_dir: Path) -> None:
-    for p in stage_dir.iterdir():
-        p.unlink(missing_ok=True)
-    stage_dir.rmdir()
 
 
 # torchrun's own noise: its glog-style log lines, and the ChildFailedError traceback and box it prints
@@ -543,6 +605,12 @@ def sigterm_as_interrupt():
         raise KeyboardInterrupt
 
     return signal.signal(signal.SIGTERM, interrupt)
+
+
+def ignore_sigterm() -> None:
+    """While cleaning up after a SIGTERM: a second one must not interrupt the cleanup (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float) -> int:

@@ -29,7 +29,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -61,9 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fsdp-smoke", action="store_true",
                    help="also train a tiny model with FSDP2 on the HSDP mesh and round-trip it through DCP")
     g.add_argument("--fsdp-smoke-dir", metavar="DIR",
-                   help="where the DCP checkpoint goes; on 2+ nodes it must be a directory every node sees "
-                        "(default: the current working directory on 2+ nodes, the system temp directory on "
-                        "one node)")
+                   help="with --fsdp-smoke (an error without it): an existing, writable directory for the DCP "
+                        "checkpoint; on 2+ nodes one every node sees (default: the current working directory "
+                        "on 2+ nodes, the system temp directory on one node)")
     g.add_argument("--cpu", action="store_true", help="use Gloo on CPU even when GPUs are visible")
     d = p.add_argument_group("deadlines (the same options as bench): a run never outlives --timeout")
     d.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
@@ -76,20 +75,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     n = p.add_argument_group("rendezvous (derived from SLURM_* under srun)")
     n.add_argument("--port", type=int, metavar="PORT",
                    help="rendezvous port on node 0, 1-65535 (default: MASTER_PORT, else 29500 + job id %% 1000 "
-                        "under Slurm, else a free port)")
+                        "under Slurm, else a free port; a MASTER_PORT that is not a port is an error)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> Report | int:
-    from .launch import check_port
+def check_args(args: argparse.Namespace) -> None:
+    """Every option, before anything is created or started: one line naming the option, exit 2."""
+    from .launch import check_port, check_seconds
 
     for name in ("timeout", "rendezvous_timeout", "collective_timeout"):
-        if not getattr(args, name) > 0:  # `not >` also refuses nan
-            raise InputError(f"--{name.replace('_', '-')} must be > 0 (got {getattr(args, name)})")
+        check_seconds(getattr(args, name), f"--{name.replace('_', '-')}")
     if args.nproc_per_node is not None and args.nproc_per_node < 1:
         raise InputError(f"--nproc-per-node must be >= 1 (got {args.nproc_per_node})")
     if args.port is not None:
         check_port(args.port, "--port")
+    if args.fsdp_smoke_dir is not None:
+        if not args.fsdp_smoke:
+            raise InputError("--fsdp-smoke-dir is only used by --fsdp-smoke: add --fsdp-smoke (or drop the directory)")
+        check_smoke_dir(args.fsdp_smoke_dir)
+
+
+def check_smoke_dir(path: str) -> None:
+    """DCP writes its checkpoint there: a missing or read-only directory would fail only in the last
+    stage, after every rank started, and read as a broken node."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"--fsdp-smoke-dir {path!r}: no such directory")
+    if not p.is_dir():
+        raise InputError(f"--fsdp-smoke-dir {path!r}: not a directory")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise InputError(f"--fsdp-smoke-dir {path!r}: not writable here")
+
+
+def run(args: argparse.Namespace) -> Report | int:
+    check_args(args)
     if args.worker or os.environ.get(WORKER_ENV):
         from .preflight_worker import run_worker
 
@@ -219,9 +238,13 @@ def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> dict:
 def nccl_log_findings(logs: list[dict]) -> list[Finding]:
     """ND001 once per distinct reason a node's logs were not parsed: PASS when Gloo ran on CPU (there is
     no NCCL to check), WARN otherwise (a check that could not run); then every node's parser findings."""
+    hosts: dict[str, list[str]] = {}
+    for lg in logs:
+        if lg.get("skipped"):
+            hosts.setdefault(lg["skipped"], []).append(lg["host"])
     out = [_finding("ND001", Severity.PASS if why == NCCL_NEVER_RAN else Severity.WARN,
-                    f"NCCL log check skipped: {why}")
-           for why in sorted({lg["skipped"] for lg in logs if lg.get("skipped")})]
+                    f"NCCL log check skipped: {why}", host=hosts_text(hosts[why]))
+           for why in sorted(hosts)]
     return out + [Finding.from_dict(f) for lg in logs for f in lg["findings"]]
 
 
@@ -251,7 +274,7 @@ class Launcher:
         self.timings: dict[str, float] = {}
         self.procs: list[subprocess.Popen] = []
         self.store = None
-        self.log_dir = Path(tempfile.mkdtemp(prefix="nccl-doctor-nccl-logs-"))
+        self.log_dir: Path | None = None  # made in run(), where every exit path removes it
         self.stop_beat = threading.Event()
         self.absent: set[int] = set()  # nodes that never arrived or stopped heart-beating: no ack expected
         self.measured_nothing = False  # the ranks ran but measured nothing: the verdict is "could not run"
@@ -266,19 +289,21 @@ class Launcher:
     def run(self) -> Outcome:
         """Never leaves a rank behind: SIGTERM (srun, scancel, the time limit) stops us like Ctrl-C, and
         ``finally`` stops the ranks, which live in sessions of their own."""
-        from .launch import sigterm_as_interrupt
+        from .launch import ignore_sigterm, private_dir, sigterm_as_interrupt
 
         old = sigterm_as_interrupt()
         try:
+            self.log_dir = private_dir("nccl-logs")  # SIGKILLed runs' dirs: removed by the next run
             return self._run()
         finally:
             if old is not None:  # a second SIGTERM must not cut the cleanup short
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                ignore_sigterm()
             try:
                 self.stop_beat.set()
                 self._kill_workers()
-                shutil.rmtree(self.log_dir, ignore_errors=True)
             finally:
+                if self.log_dir is not None:
+                    shutil.rmtree(self.log_dir, ignore_errors=True)
                 if old is not None:
                     signal.signal(signal.SIGTERM, old)
 

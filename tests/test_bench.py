@@ -144,17 +144,40 @@ def test_report_tables_and_json_keys():
     assert rep.data["nodes"][0]["host"] == "vm"
 
 
-@pytest.mark.parametrize("argv,msg", [(["--ops", "broadcast"], "unknown op 'broadcast'"),
-                                      (["--sizes", "1T"], "bad size"), (["--groups", "rack"], "unknown rack"),
+SECONDS = "expected a finite number of seconds, > 0 and at most 604800 (7 days)"
+NOT_A_SIZE = "is not a size: expected a positive whole number with optional K/M/G (e.g. 64K, 1M, 1G)"
+
+
+@pytest.mark.parametrize("argv,msg", [(["--ops", "broadcast"], "--ops: unknown op 'broadcast'"),
+                                      (["--sizes", "1T"], f"--sizes '1T': '1T' {NOT_A_SIZE}"),
+                                      (["--sizes", "0"], f"--sizes '0': '0' {NOT_A_SIZE}"),
+                                      (["--sizes", "abc"], f"--sizes 'abc': 'abc' {NOT_A_SIZE}"),
+                                      (["--sizes", "64K:1M:0.5"], "--sizes '64K:1M:0.5': the factor must be an integer >= 2"),
+                                      (["--pair-size", "0"], f"--pair-size '0': '0' {NOT_A_SIZE}"),
+                                      (["--groups", "rack"], "--groups: unknown rack"),
                                       (["--iters", "0"], "--iters must be >= 1"),
                                       (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
-                                      (["--timeout", "-5"], "--timeout must be > 0 seconds, got -5"),
-                                      (["--deadline", "0"], "--deadline must be > 0 seconds, got 0"),
-                                      (["--collective-timeout", "0"], "--collective-timeout must be > 0 seconds, got 0")])
-def test_bad_arguments_one_line_exit_2(argv, msg):
+                                      (["--timeout", "-5"], f"--timeout -5: {SECONDS}"),
+                                      (["--timeout", "inf"], f"--timeout inf: {SECONDS}"),
+                                      (["--timeout", "1e400"], f"--timeout inf: {SECONDS}"),
+                                      (["--timeout", "nan"], f"--timeout nan: {SECONDS}"),
+                                      (["--timeout", "604801"], f"--timeout 604801: {SECONDS}"),
+                                      (["--deadline", "0"], f"--deadline 0: {SECONDS}"),
+                                      (["--collective-timeout", "0"], f"--collective-timeout 0: {SECONDS}"),
+                                      (["--collective-timeout", "inf"], f"--collective-timeout inf: {SECONDS}")])
+def test_bad_arguments_one_line_exit_2(argv, msg, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", *argv], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and msg in proc.stderr
+                          timeout=60, env=dict(env(), TMPDIR=str(tmp_path)))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"nccl-doctor bench: error: {msg}"), proc.stderr
+    assert list(tmp_path.iterdir()) == []  # refused before any stage dir or launch log was made
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "abc"])
+def test_bad_master_port_is_refused_on_one_node_too(port):
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K"], capture_output=True,
+                          text=True, timeout=60, env=dict(env(), MASTER_PORT=port))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "MASTER_PORT" in proc.stderr, proc.stderr
 
 
 def env():
@@ -272,6 +295,8 @@ def test_real_run_that_measures_nothing_exits_2():
     assert proc.returncode == 2, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["verdict"] == "warn" and doc["results"] == [] and doc["pairs"] == []
+    assert doc["summary"].startswith("nothing measured: inter: needs 2+ nodes")
+    assert doc["summary"].endswith("; could not run (exit 2)")  # the verdict line does not read as a mere warning
     assert [(f["code"], f["severity"]) for f in doc["findings"]] == [("ND001", "warn")]
     assert "inter: needs 2+ nodes" in doc["findings"][0]["message"]
     assert doc["localisation"] == {"skipped": "one node: no inter-node link to test"}

@@ -224,11 +224,12 @@ torch.distributed.elastic.multiprocessing.api.SignalException: Process 15513 got
     assert shown.decode() == "nccl-doctor bench: [3/15] all_gather world 256 KiB: busbw 0.267 GB/s\n"
 
 
-def test_ctrl_c_exits_130_without_torchrun_traceback():
-    """SIGINT to the parent (Ctrl-C): it stops the workers and says `interrupted`, with none of torchrun's noise."""
+def test_ctrl_c_exits_130_without_torchrun_traceback(tmp_path):
+    """SIGINT to the parent (Ctrl-C): it stops the workers and says `interrupted`, with none of torchrun's noise,
+    and leaves no stage dir or launch log behind."""
     import signal
 
-    env = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
+    env = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="", TMPDIR=str(tmp_path))
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_JOB_ID", "GLOO_SOCKET_IFNAME"):
         env.pop(var, None)
     proc = subprocess.Popen([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K:64M", "--no-pairs"],
@@ -244,6 +245,7 @@ def test_ctrl_c_exits_130_without_torchrun_traceback():
     assert proc.returncode == 130 and time.monotonic() - t0 < 15
     assert err.rstrip().endswith("nccl-doctor bench: interrupted"), err[-2000:]
     assert "Traceback" not in err and "SignalException" not in err, err[-2000:]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_master_port_and_default_ranks_are_one_rule_for_bench_and_preflight():
@@ -283,3 +285,50 @@ def test_kill_groups_terms_then_kills_what_ignores_term():
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_deadline_options_must_be_finite_and_sane():
+    assert L.check_seconds(0.5, "--timeout") == 0.5 and L.check_seconds(L.MAX_SECONDS, "--timeout") == L.MAX_SECONDS
+    for bad in (0.0, -1.0, float("inf"), float("nan"), L.MAX_SECONDS + 1.0):
+        with pytest.raises(InputError, match=r"^--timeout .*: expected a finite number of seconds"):
+            L.check_seconds(bad, "--timeout")
+
+
+def test_self_launch_that_cannot_start_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A plan torchrun cannot take (a join timeout of inf) fails before any stage dir or log exists."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cfg = L.LaunchConfig(nproc_per_node=1, rdzv_endpoint="127.0.0.1:1", rdzv_id="x", join_timeout_s=float("inf"))
+    with pytest.raises(OverflowError):
+        L.self_launch(["bench"], cfg)
+    assert list(tmp_path.iterdir()) == []
+    bad_python = L.LaunchConfig(nproc_per_node=1, rdzv_endpoint="127.0.0.1:1", rdzv_id="x")
+    with pytest.raises(OSError):  # the launcher itself cannot start: the stage dir and log go too
+        L.self_launch(["bench"], bad_python, python=str(tmp_path / "no-python"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_private_dirs_of_dead_processes_are_removed_by_the_next_run(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    tag = L._host_tag()
+    stale = tmp_path / f"nccl-doctor-stages-{tag}-{dead.pid}-abc"
+    live = tmp_path / f"nccl-doctor-stages-{tag}-{os.getpid()}-def"  # a run still going: kept
+    other_host = tmp_path / f"nccl-doctor-stages-{tag}x-{dead.pid}-ghi"  # another node on a shared /tmp: kept
+    other_kind = tmp_path / f"nccl-doctor-nccl-logs-{tag}-{dead.pid}-jkl"
+    for d in (stale, live, other_host, other_kind):
+        d.mkdir()
+    (stale / "rank0.json").write_text("{}")
+    fresh = L.private_dir("stages", str(tmp_path))
+    assert not stale.exists() and live.is_dir() and other_host.is_dir() and other_kind.is_dir()
+    assert fresh.name.startswith(f"nccl-doctor-stages-{tag}-{os.getpid()}-") and fresh.is_dir()
+
+
+def test_one_node_rendezvous_port_is_master_port_when_set():
+    cfg = L.plan_launch(nnodes=1, nproc_per_node=1, rdzv_endpoint=None, rdzv_id=None, join_timeout_s=60,
+                        deadline_s=30, env={"MASTER_PORT": "31234"})
+    assert cfg.rdzv_endpoint == "127.0.0.1:31234"
+    with pytest.raises(InputError, match="MASTER_PORT 99999 is not a TCP port"):
+        L.plan_launch(nnodes=1, nproc_per_node=1, rdzv_endpoint=None, rdzv_id=None, join_timeout_s=60,
+                      deadline_s=30, env={"MASTER_PORT": "99999"})

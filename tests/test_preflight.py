@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,9 @@ import pytest
 from nccl_doctor.errors import InputError
 from nccl_doctor.preflight import node_plan
 from nccl_doctor.report import Finding, Severity, Where
+
+
+SECONDS = "expected a finite number of seconds, > 0 and at most 604800 (7 days)"
 
 
 def _args(**kw):
@@ -52,18 +57,32 @@ def test_bad_deadline_is_one_line_exit_2(venv_env):
     proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "preflight", "--timeout", "0"], env=venv_env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "nccl-doctor preflight: error: --timeout must be > 0 (got 0.0)"
+    assert proc.stderr.strip() == ("nccl-doctor preflight: error: --timeout 0: expected a finite number of seconds, "
+                                   "> 0 and at most 604800 (7 days)")
 
 
 @pytest.mark.parametrize("argv,msg", [
     (["--port", "70000"], "--port 70000 is not a TCP port (1-65535)"),
     (["--port", "-1"], "--port -1 is not a TCP port (1-65535)"),
-    (["--collective-timeout", "0"], "--collective-timeout must be > 0 (got 0.0)"),
-    (["--rendezvous-timeout", "-1"], "--rendezvous-timeout must be > 0 (got -1.0)")])
-def test_bad_rendezvous_and_timeout_options_are_one_line_exit_2(argv, msg, venv_env):
-    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "preflight", *argv], env=venv_env,
+    (["--collective-timeout", "0"], f"--collective-timeout 0: {SECONDS}"),
+    (["--collective-timeout", "inf"], f"--collective-timeout inf: {SECONDS}"),
+    (["--rendezvous-timeout", "-1"], f"--rendezvous-timeout -1: {SECONDS}"),
+    (["--rendezvous-timeout", "inf"], f"--rendezvous-timeout inf: {SECONDS}"),
+    (["--timeout", "1e400"], f"--timeout inf: {SECONDS}"),
+    (["--timeout", "nan"], f"--timeout nan: {SECONDS}"),
+    (["--timeout", "700000"], f"--timeout 700000: {SECONDS}"),
+    (["--fsdp-smoke", "--fsdp-smoke-dir", "/nonexistent/dir"], "--fsdp-smoke-dir '/nonexistent/dir': no such directory"),
+    (["--fsdp-smoke", "--fsdp-smoke-dir", "/etc/hostname"], "--fsdp-smoke-dir '/etc/hostname': not a directory"),
+    (["--fsdp-smoke-dir", "."], "--fsdp-smoke-dir is only used by --fsdp-smoke: add --fsdp-smoke (or drop the directory)")])
+def test_bad_rendezvous_and_timeout_options_are_one_line_exit_2(argv, msg, venv_env, tmp_path):
+    """Refused before anything is created or started (no rank, no private dir: TMPDIR stays empty)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "preflight", *argv], env=dict(venv_env, TMPDIR=str(tmp)),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip() == f"nccl-doctor preflight: error: {msg}", proc.stderr
+    assert list(tmp.iterdir()) == [] and time.monotonic() - t0 < 10
 
 
 @pytest.mark.timeout(60)
@@ -183,6 +202,10 @@ def test_nccl_log_step_survives_a_parser_failure_and_only_gloo_passes(tmp_path):
     gloo = nccl_log_summary(tmp_path / "none", "gloo", host="n2")
     sev = {f.message.split(": ", 1)[1][:18]: f.severity for f in nccl_log_findings([broken, gloo])}
     assert sev == {"log parser failed:": Severity.WARN, "the ranks ran Gloo": Severity.PASS}
+    # each names its node(s), so JUnit files it under the node's testsuite, not "preflight.all"
+    gloo3 = nccl_log_summary(tmp_path / "none", "gloo", host="n3")
+    where = {f.message[:40]: f.where.host for f in nccl_log_findings([broken, gloo, gloo3])}
+    assert sorted(where.values()) == ["n1", "n[2-3]"]
 
 
 @pytest.mark.timeout(90)
@@ -205,7 +228,9 @@ def test_sigterm_leaves_no_rank_behind(venv_env, tmp_path):
                 continue
         return out
 
-    env = dict(venv_env, NCCL_DOCTOR_TEST_MARK=mark.split(b"=")[1].decode(),
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(venv_env, NCCL_DOCTOR_TEST_MARK=mark.split(b"=")[1].decode(), TMPDIR=str(tmp),
                NCCL_DOCTOR_TEST_STALL="1:bench")  # rank 1 hangs: the run cannot end by itself
     err = tmp_path / "stderr"
     proc = subprocess.Popen([sys.executable, "-m", "nccl_doctor", "preflight", "--timeout", "80"], env=env,
@@ -221,6 +246,7 @@ def test_sigterm_leaves_no_rank_behind(venv_env, tmp_path):
         time.sleep(0.5)
         assert ranks() == [], "ranks outlived their launcher"
         assert proc.returncode == 130, err.read_text()[-2000:]  # stopped like Ctrl-C: "interrupted"
+        assert list(tmp.iterdir()) == []  # its private NCCL log dir went with it
     finally:
         for pid in ranks():  # only processes this test started carry the mark
             os.kill(pid, signal.SIGKILL)

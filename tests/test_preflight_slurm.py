@@ -27,7 +27,8 @@ def job_env():
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     env.update(PYTHONWARNINGS="ignore", PREFLIGHT_TIMEOUT=str(DEADLINE), NCCL_SOCKET_IFNAME="=eth1",
-               GLOO_SOCKET_IFNAME="eth1")
+               GLOO_SOCKET_IFNAME="eth1",
+               SBATCH_GPUS_PER_NODE="0")  # the script asks for 8 GPUs per node; this test cluster has no GPU gres
     return env
 
 
@@ -55,6 +56,15 @@ def test_healthy_two_nodes_pass(job_env):
     assert "NCCL log check skipped" in out  # CPU only: Gloo ran, and the report says why NCCL logs are absent
     assert "fit for multi-node training" in out
     assert sc.leftovers() == []
+
+
+def test_could_not_run_is_the_jobs_exit_code_2(job_env):
+    """preflight's 2 (could not run) must reach the job as 2, not as 1 (a fail)."""
+    job_env["PREFLIGHT_ARGS"] = "--collective-timeout inf"
+    with slurm.SlurmCluster(2) as sc:
+        rc, out = sc.submit(SBATCH, env=job_env, timeout=60)
+    assert rc == 2, out
+    assert "error: --collective-timeout inf: expected a finite number of seconds" in out
 
 
 def test_three_nodes_one_throttled_fails_naming_it(job_env):
