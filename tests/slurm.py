@@ -278,6 +278,10 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         out = workdir / f"job-{uuid.uuid4().hex[:6]}.out"
         argv = ["sbatch", "--parsable", f"--nodes={nodes or len(self.nodes)}", "--ntasks-per-node=1",
                 f"--output={out}", f"--time={max(1, (time_limit_s + 59) // 60)}", str(script), *args]
+        # the jobs' temp files (even a SIGKILLed node's) live in this cluster's dir, removed at teardown
+        tmp = self.dir / "tmp"
+        tmp.mkdir(mode=0o1777, exist_ok=True)
+        env = {**(env if env is not None else os.environ), "TMPDIR": str(tmp)}
         proc = self.client(argv, env=env, cwd=str(workdir))
         job_id = proc.stdout.strip().split(";")[0]
         return Job(job_id=job_id, cluster=self, out_path=out, started=time.monotonic())

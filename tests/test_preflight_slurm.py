@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -96,6 +97,7 @@ def test_missing_socket_ifname_fails_in_seconds_with_the_fix(job_env):
 
 
 def test_node_killed_mid_run_fails_fast_naming_it(job_env):
+    before = set(Path(tempfile.gettempdir()).glob("nccl-doctor-*"))
     with slurm.SlurmCluster(3) as sc:
         job = sc.sbatch(SBATCH, env=job_env, time_limit_s=DEADLINE + 60)
         t0 = time.monotonic()
@@ -111,3 +113,5 @@ def test_node_killed_mid_run_fails_fast_naming_it(job_env):
     assert lost and lost[0]["where"]["host"] == "n2", job.output
     assert doc["timings_s"]["total"] < DEADLINE / 2  # the survivors stopped on their own, long before the deadline
     assert time.monotonic() - killed < DEADLINE
+    # even the SIGKILLed node's private dirs went with the cluster (its TMPDIR), none in the machine's /tmp
+    assert set(Path(tempfile.gettempdir()).glob("nccl-doctor-*")) - before == set()
