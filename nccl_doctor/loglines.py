@@ -281,7 +281,8 @@ _RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\](?:\s*\(Ray ded
 def clean(text: str) -> str:
     """Drop terminal colour codes and Ray's ``[repeated Nx across cluster]`` suffix."""
     if "[" in text:
-        if "m" in text:
+        # _ANSI_RE needs an escape ("\x1b[", "ESC[") or an "m" before a space or the end
+        if "\x1b[" in text or "ESC[" in text or "m " in text or text[-1:] == "m" or text.endswith("m\n"):
             text = _ANSI_RE.sub("", text)
         if "[repeated" in text:
             text = _RAY_REPEAT_RE.sub("", text)

@@ -194,20 +194,31 @@ _PREFIX_RE = re.compile(
     r"(?:^|(?<=[\s>\])}`:|]))(?P<host>[^\s:\[\](){}<>`|]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]"
     r"(?: (?P<src>\S+:\d+)(?: \([^)]*\))?)?\s*$"
 )
+_PREFIX_FAST_RE = re.compile(r"(?P<host>[^\s:\[\](){}<>`|]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]\Z")
 _DEV_ONLY_RE = re.compile(r"\[(\d+)\](?: (\S+:\d+))?\s*$")
 _LAUNCHER_RANK_RE = re.compile(r"^\s*(?:\[\d+,(\d+)\]<\w+>:|\[rank(\d+)\]:|(\d+): )")
 _MARK_RE = re.compile(
     r"(?:(?P<host>[^\s:\[\](){}<>`|/]+):\d+:\d+ )?\[\d+\] (?:\S+:\d+(?: \([^)]*\))? )?NCCL (?:INFO|WARN|ABORT|TRACE) "
 )
+_MARK_WORDS = ("NCCL INFO ", "NCCL WARN ", "NCCL ABORT ", "NCCL TRACE ")
 _VERSION_RE = re.compile(r"NCCL version (\d+\.\d+\.\d+)([^\s+]*)(\+cuda[\d.]+)?")
 _VIA_RE = re.compile(
     r"^(?:Ring|Channel|CollNet|Coll|NVLS) \d+(?:/\d+)? : (\d+)(?:\[[0-9a-fA-Fx]*\])?"
     r"(?: -> (\d+)(?:\[[0-9a-fA-Fx]*\])?)?(?: \[(send|receive)\])? via (.+)$"
 )
+_INDIRECT_RE = re.compile(r"/indirect/\d+(?:\[[0-9a-fA-F]*\])?")
 _NETTR_RE = re.compile(r"^(COLL)?NET/(.+?)/(\d+)(?:\((\d+)\))?(/GDRDMA)?")
 _COMM_RE = re.compile(r"\bcomm (0x[0-9a-fA-F]+|\(nil\)|[0-9a-fA-F]+) rank (\d+) nranks (\d+)", re.I)
 _FIELD_RE = re.compile(r"\b(commId|nNodes|localRanks) (0x[0-9a-fA-F]+|\d+)")
 _OLD_RANK_RE = re.compile(r"^rank (\d+) nranks (\d+)")
+# the two init lines of 2.19+, whole (see _init_line): exactly what _COMM_RE + _FIELD_RE read from them
+_INIT_RANK_FAST_RE = re.compile(
+    r"ncclCommInitRank comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) cudaDev \d+ nvmlDev \d+ busId [0-9a-fA-F]+"
+    r" commId (0x[0-9a-fA-F]+) - Init (START|COMPLETE)\Z"
+)
+_COMM_LINE_FAST_RE = re.compile(
+    r"comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank \d+ MNNVL \d+\Z"
+)
 _IBDEV_RE = re.compile(r"\[\d+\]\s*([\w.+-]+):(\d+)(?::-?\d*)*/(IB|RoCE|UNSPECIFIED)")
 _OOB_RE = re.compile(r"; OOB ([^:\s]+):")
 _IFACE_RE = re.compile(r"(?:\[\d+\])?([^\s:\[\]]+):(\S+?)<\d+>")
@@ -259,6 +270,12 @@ _WARN_RULES: list[tuple[str, re.Pattern]] = [
         r"|Failed to initialize any NET plugin|Unrecognized|No algorithm/protocol|Timeout|timed out|abort", re.I)),
 ]
 _ERROR_CATEGORIES = {c for c, _ in _WARN_RULES}
+
+
+def _num(text: str) -> int:
+    """A field value as ``_FIELD_RE`` admits it: decimal (leading zeros too) or 0x hex."""
+    return int(text, 16) if text[:2].lower() == "0x" else int(text)
+
 
 
 def _parse_setting(msg: str) -> tuple[str, str] | None:
@@ -322,21 +339,19 @@ class LogParser:
         """
         cache, feed, logical = self._prefix_cache, self.feed, self._logical
         ignored, noop = _IGNORED_HEADS, self._noop
-        lineno = self.lineno
-        skipped = 0
+        first = self.lineno + 1
+        lineno = first - 1
+        careful = 0  # lines not skipped; the others are counted as NCCL lines at the end
         head, hlen, seen = None, 0, None  # "<prefix> NCCL INFO " of the last line, its proc's seen tails
-        for line in lines:
-            lineno += 1
+        for lineno, line in enumerate(lines, first):  # (the careful path leaves self.lineno at lineno)
             if head is not None and line.startswith(head):
                 c = line[hlen:hlen + 2]
                 if c == "Ch" or c == "Ri":
                     if seen is not None:
                         k = line.find(" : ", hlen)
                         if k > 0 and line[k:] in seen:
-                            skipped += 1
                             continue
                 elif c in ignored and line.find(" NCCL ", hlen) < 0:
-                    skipped += 1
                     continue
                 elif (c == "Co" or c[:1].isdigit()) and self._held is None and len(line) < 160:
                     msg = line[hlen:]
@@ -344,7 +359,6 @@ class LogParser:
                     if q is None:
                         q = self._noop_message(msg)
                     if q:
-                        skipped += 1
                         continue
                 i = hlen - 11
             else:
@@ -356,18 +370,21 @@ class LogParser:
                         if proc is not None and proc.cur is not None:
                             k = line.find(" : ", i)
                             if k > 0 and line[k:] in proc.cur.seen:
-                                skipped += 1
                                 continue
                     elif c in ignored and line.find(" NCCL ", i + 11) < 0 and line[:i] in cache:
-                        skipped += 1
                         continue
-            if i > 0 and self._held is None and len(line) < 160 and "\r" not in line:
-                self.lineno = lineno  # an ordinary INFO line: straight to its handler
-                logical(line)
+            careful += 1
+            if i > 0 and "\r" not in line:  # an INFO line: what _physical does with it, without the calls
+                self.lineno = lineno
+                if self._held is not None:
+                    self._flush_held()
+                if len(line) < 160:  # (>= WRAP_MIN)
+                    logical(line)  # an ordinary INFO line: straight to its handler
+                else:  # a long line may go on on the next physical line (hard wrap): held until then
+                    self._held, self._held_lineno = line, lineno
             else:
                 self.lineno = lineno - 1
                 feed(line)
-                lineno = self.lineno
             head = None
             if i > 0:
                 prefix = line[:i]
@@ -376,7 +393,7 @@ class LogParser:
                     head, hlen = line[:i + 11], i + 11
                     seen = proc.cur.seen if proc is not None and proc.cur is not None else None
         self.lineno = lineno
-        self.result.nccl_lines += skipped
+        self.result.nccl_lines += lineno - first + 1 - careful  # the lines skipped
 
     def _noop_message(self, msg: str) -> bool:
         """True for a frequent INFO message that ``_info`` ignores whatever process printed it.
@@ -438,6 +455,8 @@ class LogParser:
 
     def _split_spliced(self, line: str) -> bool:
         """Two NCCL records glued on one physical line: feed each on its own."""
+        if sum(map(line.count, _MARK_WORDS)) < 2:  # each _MARK_RE match holds one of them
+            return False
         starts = []
         for m in _MARK_RE.finditer(line):
             start, host = m.start(), m.group("host")
@@ -469,7 +488,8 @@ class LogParser:
     def _proc_for_prefix(self, prefix: str) -> Proc | None:
         r = self.result
         text = clean(prefix) if ("[" in prefix or "\x1b" in prefix) else prefix
-        m = _PREFIX_RE.search(text)
+        # the bare "host:pid:tid [dev]" is what _PREFIX_RE finds at position 0, with the same groups
+        m = _PREFIX_FAST_RE.match(text) or _PREFIX_RE.search(text)
         proc = None
         if m:
             host = m.group("host")
@@ -578,7 +598,7 @@ class LogParser:
             self.result.named_ranks.add(peer)
         if peer is not None and peer not in comm.rank_host and len(comm.rank_host) < 1 << 20:
             comm.rank_host.setdefault(peer, None)  # named, host unknown yet
-        tr = clean(tr)
+        tr = clean(tr) if "[" in tr else tr.strip()  # what clean() does to text without "["
         nm = _NETTR_RE.match(tr)
         if nm:
             coll, name, _dev, _proxy, gdr = nm.groups()
@@ -586,10 +606,11 @@ class LogParser:
                 comm.collnet[(name, bool(gdr))] += 1
                 tkey = ("collnet", name, bool(gdr))
             else:
-                comm.net[(host, peer, name, bool(gdr))] += 1
+                net, nkey = comm.net, (host, peer, name, bool(gdr))
+                net[nkey] = net.get(nkey, 0) + 1  # a new key each time: no Counter.__missing__ call
                 tkey = ("net", name, bool(gdr))
         else:
-            token = re.sub(r"/indirect/\d+(?:\[[0-9a-fA-F]*\])?", "/indirect", tr)
+            token = _INDIRECT_RE.sub("/indirect", tr) if "/indirect/" in tr else tr
             comm.intra[token] += 1
             tkey = ("intra", token)
         evs = comm.tr_first.get(tkey)
@@ -602,32 +623,53 @@ class LogParser:
                 evs.append((peer, ev))
 
     def _init_line(self, proc: Proc | None, msg: str) -> bool:
-        """``comm 0x.. rank R nranks N ...`` in all its versions; True if handled."""
-        m = _COMM_RE.search(msg)
-        if not m:
-            om = _OLD_RANK_RE.match(msg)
-            if om and proc is not None:  # NCCL 2.3: "rank 0 nranks 8"
-                self._membership(proc, None, None, int(om.group(1)), int(om.group(2)), msg)
-                return True
-            return False
-        ptr, rank, nranks = m.group(1), int(m.group(2)), int(m.group(3))
-        fields = dict(_FIELD_RE.findall(msg, m.end()))
-        comm_id = fields.get("commId")
+        """``comm 0x.. rank R nranks N ...`` in all its versions; True if handled.
+
+        The two forms of 2.19+ (``ncclCommInitRank ... - Init START|COMPLETE`` and ``comm ... nRanks
+        ... nNodes ... localRanks ...``) are read by one anchored regex each, which yields exactly what
+        the general ``_COMM_RE`` + ``_FIELD_RE`` reading would; any other form takes that reading.
+        """
+        nnodes = local_ranks = None
+        m = _INIT_RANK_FAST_RE.match(msg)
+        if m is not None:
+            ptr, rank, nranks, comm_id, state = m.groups()
+            start = state == "START"
+            complete = not start
+        else:
+            m = _COMM_LINE_FAST_RE.match(msg)
+            if m is not None:
+                ptr, rank, nranks, nnodes, local_ranks = m.groups()
+                comm_id, start, complete = None, False, False
+            else:
+                m = _COMM_RE.search(msg)
+                if not m:
+                    om = _OLD_RANK_RE.match(msg)
+                    if om and proc is not None:  # NCCL 2.3: "rank 0 nranks 8"
+                        self._membership(proc, None, None, int(om.group(1)), int(om.group(2)), msg)
+                        return True
+                    return False
+                ptr, rank, nranks = m.group(1), m.group(2), m.group(3)
+                fields = dict(_FIELD_RE.findall(msg, m.end()))
+                comm_id, nnodes, local_ranks = fields.get("commId"), fields.get("nNodes"), fields.get("localRanks")
+                start = msg.endswith("Init START")
+                complete = not start and "Init COMPLETE" in msg
+        rank, nranks = int(rank), int(nranks)
         if proc is None:
             self.result.named_ranks.add(rank)
             return True
-        if msg.endswith("Init START") and proc.cur is not None and proc.cur.loose:
-            self._orphans.append(proc.cur.comm)  # 2.18.3+: those lines belong to an earlier comm
+        cur = proc.cur
+        if start and cur is not None and cur.loose:
+            self._orphans.append(cur.comm)  # 2.18.3+: those lines belong to an earlier comm
             proc.cur = None
         mem = self._membership(proc, ptr, comm_id, rank, nranks, msg)
         comm = mem.comm
-        if "nNodes" in fields:
-            comm.nnodes = int(fields["nNodes"])
-        if "localRanks" in fields:
-            comm.local_ranks = int(fields["localRanks"])
-        if msg.endswith("Init START"):
+        if nnodes is not None:
+            comm.nnodes = _num(nnodes)
+        if local_ranks is not None:
+            comm.local_ranks = _num(local_ranks)
+        if start:
             mem.started = True
-        elif "Init COMPLETE" in msg:
+        elif complete:
             comm.complete += 1
             if not mem.started:
                 proc.cur = None  # <= 2.17: the next comm's channel lines come before its init line
@@ -637,12 +679,16 @@ class LogParser:
         r = self.result
         mem = None
         if ptr is not None:
-            mem = next((x for x in reversed(proc.memberships) if x.ptr == ptr), None)
-            if mem is None:  # NCCL 2.3 prints "rank R nranks N" before the line with the pointer
-                mem = next((x for x in reversed(proc.memberships)
-                            if x.ptr is None and x.rank == rank and x.comm.nranks == nranks), None)
-                if mem is not None:
-                    mem.ptr = ptr
+            for x in reversed(proc.memberships):
+                if x.ptr == ptr:
+                    mem = x
+                    break
+            else:  # NCCL 2.3 prints "rank R nranks N" before the line with the pointer
+                for x in reversed(proc.memberships):
+                    if x.ptr is None and x.rank == rank and x.comm.nranks == nranks:
+                        mem = x
+                        mem.ptr = ptr
+                        break
         if mem is not None and comm_id and mem.comm.comm_id is None:
             # learned the commId late (2.16-2.20 print it only on some lines): re-key
             old = mem.comm
@@ -709,7 +755,9 @@ class LogParser:
         if nv is None:
             return
         name, value = nv
-        c = self.result.settings.setdefault(name, Counter())
+        c = self.result.settings.get(name)
+        if c is None:  # (not setdefault: that builds a Counter per line)
+            c = self.result.settings[name] = Counter()
         if value in c or len(c) < 64:
             c[value] += 1
 
@@ -739,15 +787,16 @@ class LogParser:
         host = proc.host if proc is not None else "?"
         msg = clean(msg)
         if "Using" in msg and "/" in msg[6:] and _IBDEV_RE.search(msg):
-            devs = [f"{d}:{p}/{ll}" for d, p, ll in _IBDEV_RE.findall(msg)]
-            if host not in r.ib_devices:
+            if host not in r.ib_devices:  # the device list of a host already known is not read
+                devs = [f"{d}:{p}/{ll}" for d, p, ll in _IBDEV_RE.findall(msg)]
                 r.ib_devices[host] = devs
                 for d in devs:
                     r.link_layers[d.rsplit("/", 1)[1]] += 1
                 self._fact("ib-devices", proc, msg)
-            om = _OOB_RE.search(msg)
-            if om:
-                r.oob_ifaces.setdefault(host, om.group(1))
+            if host not in r.oob_ifaces:
+                om = _OOB_RE.search(msg)
+                if om:
+                    r.oob_ifaces[host] = om.group(1)
         elif "No device found" in msg:
             if host not in r.ib_no_device:
                 r.ib_no_device[host] = self._ev(f"{proc.host}: {msg}" if proc is not None else msg,
@@ -808,9 +857,11 @@ class LogParser:
         host = proc.host if proc is not None else "?"
         msg = clean(msg)
         if "Using" in msg:
+            if host in self.result.bootstrap_ifaces:  # only the first list per host is kept
+                return
             ifaces = [f"{i}:{a}" for i, a in _IFACE_RE.findall(msg.split("Using", 1)[1])]
             if ifaces:
-                self.result.bootstrap_ifaces.setdefault(host, ifaces)
+                self.result.bootstrap_ifaces[host] = ifaces
         elif "no socket interface" in msg.lower():
             self._warn(proc, msg, info=True)
 

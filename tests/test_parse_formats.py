@@ -128,3 +128,12 @@ def test_no_socket_interface_found():
     ]))
     f = next(f for f in report.findings if f.code == "ND113")
     assert "NCCL_SOCKET_IFNAME=eth9" in f.fix
+
+
+def test_hex_field_values_never_raise():
+    """The field regex admits 0x.. values; reading them must not raise (the parser never raises on content)."""
+    from nccl_doctor.logparse import parse_lines
+
+    r = parse_lines(["h1:10:10 [0] NCCL INFO comm 0x55d1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 "
+                     "commId 0x1a2b nNodes 0x2 localRanks 0x1 localRank 0 MNNVL 0 - Init COMPLETE"])
+    assert r.has_nccl
