@@ -95,7 +95,7 @@ def write_output(path: Path, text: str, *, inputs: tuple[Path, ...] = ()) -> Non
         raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def emit(report: Report, args: argparse.Namespace, *, inputs: tuple[Path, ...] = ()) -> int:
+def emit(report: Report, args: argparse.Namespace) -> int:
     """Render to stdout first (the report is never lost), then the files. The exit code is the
     verdict's; 2 if a file could not be written."""
     try:
@@ -107,7 +107,7 @@ def emit(report: Report, args: argparse.Namespace, *, inputs: tuple[Path, ...] =
     except BrokenPipeError:  # `nccl-doctor probe | head`: the reader left; the verdict still decides
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    inputs = inputs or _inputs(args)
+    inputs = _inputs(args)
     if args.json_out:
         write_output(args.json_out, render_json(report), inputs=inputs)
     if args.junit_out:

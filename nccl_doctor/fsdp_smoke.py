@@ -26,7 +26,6 @@ class SmokeResult:
     rank: int
     losses: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    checkpoint_dir: str = ""
     seconds: float = 0.0
 
 
@@ -145,7 +144,6 @@ def run_smoke(mesh, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: in
         result.problems.append(f"non-finite loss after FSDP2 steps: {result.losses}")
 
     path, shared = shared_dir(checkpoint_base)
-    result.checkpoint_dir = path
     try:
         if not shared:
             result.problems.append(f"checkpoint directory {path} is not visible on every node: DCP needs a "

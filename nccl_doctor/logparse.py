@@ -70,7 +70,6 @@ class Comm:
     nranks: int | None = None
     nnodes: int | None = None
     local_ranks: int | None = None
-    first_ptr: str | None = None
     members: int = 0
     complete: int = 0
     hosts: set[str] = field(default_factory=set)
@@ -710,7 +709,7 @@ class LogParser:
                 key = f"nranks={nranks}#{nth}"
             comm = r.comms.get(key)
             if comm is None:
-                comm = r.comms[key] = Comm(key, comm_id=comm_id, nranks=nranks, first_ptr=ptr,
+                comm = r.comms[key] = Comm(key, comm_id=comm_id, nranks=nranks,
                                            first=self._ev(f"{proc.host}: {msg}", proc.host, rank))
             comm.members += 1
             mem = Membership(comm, rank=rank, ptr=ptr)
