@@ -315,12 +315,14 @@ class ProgressPrinter:
 
 
 # --- judging ---------------------------------------------------------------------------------------
-def judge(result, *, slurm: SlurmInfo | None = None) -> list[Finding]:
-    """Findings from one ``BenchResult``: wrong data, slow nodes or links, and figures not to trust."""
+def judge(result, *, slurm: SlurmInfo | None = None, short_sweep: bool = False) -> list[Finding]:
+    """Findings from one ``BenchResult``: wrong data, slow nodes or links, and figures not to trust.
+    ``short_sweep``: the sweep is short on purpose (preflight), so its size and iteration counts are not
+    warned about."""
     out: list[Finding] = []
     out += _judge_wrong(result)
     out += _judge_nodes(result)
-    out += _judge_trust(result, slurm)
+    out += _judge_trust(result, slurm, short_sweep)
     if not any(f.severity is Severity.FAIL for f in out) and result.results:
         best = max(result.results, key=lambda m: m.busbw_gbps)
         msg = (f"{len(result.results)} measurements verified, 0 wrong elements; peak busbw {best.busbw_gbps:.3f} "
@@ -483,9 +485,9 @@ def _judge_nodes(result) -> list[Finding]:
     return out
 
 
-def _judge_trust(result, slurm: SlurmInfo | None) -> list[Finding]:
+def _judge_trust(result, slurm: SlurmInfo | None, short_sweep: bool = False) -> list[Finding]:
     out: list[Finding] = []
-    if result.results:
+    if result.results and not short_sweep:
         biggest = max(m.size_bytes for m in result.results)
         need = BIG_ENOUGH.get(result.backend, BIG_ENOUGH["nccl"])
         if biggest < need:

@@ -50,7 +50,6 @@ BENCH_SIZES = {"cpu": (1 << 20, 4 << 20), "cuda": (64 << 20, 256 << 20)}
 DEFAULT_TIMEOUT_S = 180.0
 DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0  # NCCL init on thousands of ranks takes 10-30 s
 DEFAULT_RENDEZVOUS_TIMEOUT_S = 60.0
-QUICK_SWEEP_CODES = {"ND306", "ND307"}  # the bench's "sweep too short" warnings: preflight is short on purpose
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

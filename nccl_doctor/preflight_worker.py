@@ -86,7 +86,7 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
 
     from . import bench_worker as bw
     from .bench import build_report, coverage, judge, measured_nothing
-    from .preflight import BENCH_SIZES, PAIR_ITERS, PAIR_SIZE, QUICK_SWEEP_CODES
+    from .preflight import BENCH_SIZES, PAIR_ITERS, PAIR_SIZE
 
     rank = dist.get_rank()
     kind = device.split(":")[0]
@@ -120,7 +120,7 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
         pair_cfg = replace(cfg, pair_size=PAIR_SIZE[kind], iters=PAIR_ITERS, warmup=1)
         bw.measure_nodes(bench, pair_cfg, Stages(rank, socket.gethostname(), env), say=_say if rank == 0 else None)
     timings["localise"] = round(time.monotonic() - t, 2)
-    findings = [f for f in judge(bench) if f.code not in QUICK_SWEEP_CODES] + coverage(bench, asked=False)
+    findings = judge(bench, short_sweep=True) + coverage(bench, asked=False)
     bench_report = build_report(bench, findings)
     localisation = bench_report.data.pop("localisation")  # {"skipped": why} when there was no pair pass
 

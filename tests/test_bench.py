@@ -119,6 +119,9 @@ def test_untrustworthy_figures_warn():
                       tasks_per_node=None)
     got = codes(bench.judge(r, slurm=slurm))
     assert {"ND305", "ND306", "ND307", "ND308"} <= set(got)
+    # preflight's sweep is short on purpose: only the size/iteration warnings go, the rest stay
+    short = set(codes(bench.judge(r, slurm=slurm, short_sweep=True)))
+    assert {"ND305", "ND308"} <= short and not {"ND306", "ND307"} & short
 
 
 def test_nominal_veth_speed_is_no_ceiling():
