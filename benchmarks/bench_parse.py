@@ -6,7 +6,9 @@ and its local-rank column across nodes (inter-node). Then reports, in one run:
 
 - parse throughput (MB/s) and peak RSS of ``nccl-doctor parse --format json`` (a subprocess),
 - its time relative to a bare Python loop reading every line, and to ``grep -c "NCCL INFO"``,
-- wall time of ``nccl-doctor parse`` on a small real log (target < 0.3 s).
+- wall time of ``nccl-doctor parse`` on a small real log (target < 0.3 s),
+- floors: the least any Python parser of this log must do (read and split it into lines; also look at
+  each line; one regex pass), as ratios to the same bare loop, to show where the 3x target sits.
 
 Targets: <= 3x the bare loop, peak RSS <= 500 MB.
 
@@ -103,6 +105,40 @@ def bare_loop(path: Path) -> float:
         for _line in fh:
             pass
     return time.perf_counter() - t
+
+
+def floors(path: Path) -> dict[str, float]:
+    """Seconds of the least any Python parser of this log must do, to compare the 3x target with.
+
+    ``read_blocks``: reading, decoding and splitting into lines, as ``parse`` does. ``+ look``: that,
+    plus finding the ``NCCL INFO`` marker of each line and taking the message's first two characters
+    (what a line-by-line parser needs before it can skip a line). ``regex``: one C-level ``findall``
+    that picks the channel lines out of each decoded block (the first step of a block-level design
+    that never loops over lines in Python), reading included.
+    """
+    import re
+
+    from nccl_doctor import loglines
+
+    src = loglines.Source(str(path), path)
+    t0 = time.perf_counter()
+    for _block in loglines.read_blocks(src, loglines.ReadStats()):
+        pass
+    t_read = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for block in loglines.read_blocks(src, loglines.ReadStats()):
+        for line in block:
+            i = line.find(" NCCL INFO ")
+            _c = line[i + 11:i + 13]
+    t_look = time.perf_counter() - t0
+    channel = re.compile(r" NCCL INFO Channel [^\n]*")
+    t0 = time.perf_counter()
+    with open(path, "rb") as fh:
+        while data := fh.read(loglines.CHUNK):
+            channel.findall(data.decode("utf-8", "replace"))
+    t_regex = time.perf_counter() - t0
+    return {"read_blocks": t_read, "read_blocks + look at each line": t_look,
+            "one regex findall per block": t_regex}
 
 
 def phases(path: Path) -> dict[str, float]:
@@ -204,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"grep -c 'NCCL INFO':   {grep:.2f} s  -> parse is {wall / grep:.1f}x")
     print(f"peak RSS {rss / 1e6:.0f} MB (target <= 500 MB)")
     print(f"small log ({SMALL_LOG.name}): {small:.3f} s wall (target < 0.3 s)")
+    fl = floors(path)
+    print("floors (s, in process; x the bare loop): "
+          + ", ".join(f"{k} {v:.2f} ({v / bare:.1f}x)" for k, v in fl.items()))
     ph = phases(path)
     n_careful = ph.pop("careful lines")
     print("phases (s, in process): " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items())
