@@ -64,7 +64,8 @@ def net_family(name: str, result: ParseResult) -> str:
 
 
 def split_net(comm: Comm) -> tuple[Counter, Counter, Counter]:
-    """(inter-node family->connections by name, inter GDR yes/no, intra-node NET loopback by name)."""
+    """(inter-node connections by net name, inter-node RDMA connections by GDR yes/no, intra-node NET
+    loopback by name). Socket connections never count for GDR: it does not apply to them."""
     inter, gdr, loop = Counter(), Counter(), Counter()
     for (host, peer, name, has_gdr), n in comm.net.items():
         peer_host = comm.rank_host.get(peer) if peer is not None else None
@@ -72,8 +73,13 @@ def split_net(comm: Comm) -> tuple[Counter, Counter, Counter]:
             loop[name] += n
         else:
             inter[name] += n
-            gdr[has_gdr] += n
+            if not _is_socket(name):
+                gdr[has_gdr] += n
     return inter, gdr, loop
+
+
+def _is_socket(name: str) -> bool:
+    return "socket" in name.lower()
 
 
 def _gdr_from(gdr: Counter) -> bool | None:
@@ -172,6 +178,12 @@ def ranges(numbers) -> str:
     if run:
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(out)
+
+
+def _ranks_text(ranks) -> str:
+    """``rank 3`` or ``ranks 0-2,5``."""
+    text = ranges(ranks)
+    return f"rank {text}" if text.isdigit() else f"ranks {text}"
 
 
 def _first_host(g: Group) -> str | None:
@@ -337,7 +349,7 @@ def _error_findings(r: ParseResult) -> list[Finding]:
                       file=first.first.file if first.first else None, line=first.first.line if first.first else None)
         message, fix = _error_text(category, cls, groups, count, hosts, r)
         if ranks:
-            message += f" (ranks {ranges(ranks)})"
+            message += f" ({_ranks_text(ranks)})"
         out.append(Finding(code=_ERROR_CODES.get(category, "ND115"), severity=Severity.FAIL, message=message,
                            fix=fix, where=where, evidence=_evidence(groups)))
     return out
@@ -375,6 +387,9 @@ def _error_text(category: str, cls: str, groups: list[Group], count: int, hosts,
                           if i.startswith(("veth", "docker", "br-", "virbr", "cni", "flannel", "cali")) or "fe80:" in i})
         fix = ("make sure the nodes reach each other on the interface NCCL uses (ping the peer address, "
                "check firewalls/security groups) and pin it with NCCL_SOCKET_IFNAME=<routable interface>")
+        ifname = _setting(r, "NCCL_SOCKET_IFNAME")
+        if ifname:
+            fix = _ifname_set_fix(ifname, ifaces)
         if virtual:
             fix = (f"NCCL also uses {', '.join(virtual)} (virtual/link-local, unreachable from other nodes): "
                    f"set NCCL_SOCKET_IFNAME to the routable interface (or NCCL_SOCKET_IFNAME=^docker,lo,veth)")
@@ -407,6 +422,17 @@ def _error_text(category: str, cls: str, groups: list[Group], count: int, hosts,
     return f"NCCL failed{on} ({times}): {kinds}{extra}", fix
 
 
+def _ifname_set_fix(ifname: str, ifaces: set[str]) -> str:
+    """Connect fix when NCCL_SOCKET_IFNAME is already set: what it matched (a prefix matches eth0 and eth1,
+    nccl-facts B.1/B.2), and the exact-match form that names one interface."""
+    names = sorted({i.split(":", 1)[0] for i in ifaces})
+    matched = f" (it selected {', '.join(names)} here)" if names else ""
+    exact = names[0] if len(names) == 1 else "<routable interface>"
+    return (f"NCCL_SOCKET_IFNAME={ifname} is set{matched}: ping the peer address from each node, check "
+            f"firewalls/security groups, and name only the interface that routes between nodes, exactly: "
+            f"NCCL_SOCKET_IFNAME=={exact}")
+
+
 def _trace_finding(r: ParseResult) -> Finding | None:
     codes = [(c, n) for c, n in r.retcodes.most_common() if c != 7]
     if not codes:
@@ -425,7 +451,7 @@ def _watchdog_findings(r: ParseResult) -> list[Finding]:
     for (op, seq), g in r.watchdog.items():
         timeout = g.detail.get("timeout_ms")
         tmo = f", timeout {int(timeout) / 1000:g} s" if timeout else ""
-        ranks = f" on ranks {ranges(g.ranks)}" if g.ranks else ""
+        ranks = f" on {_ranks_text(g.ranks)}" if g.ranks else ""
         out.append(Finding(
             code="ND114", severity=Severity.FAIL,
             message=f"watchdog timeout: collective {op} (SeqNum {seq}{tmo}) never completed{ranks}",
@@ -456,6 +482,9 @@ def _rdma_hardware(r: ParseResult) -> list[str]:
         signs.append("libfabric EFA provider")
     if r.verbs_seen:
         signs.append("IB verbs in use")
+    rdma = sorted({net_family(name, r) for _, _, name, _, _ in _inter_connections(r) if not _is_socket(name)})
+    if rdma:
+        signs.append(f"other connections use {', '.join(rdma)}")
     return signs
 
 
@@ -468,34 +497,7 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
     comm = shown[0][0] if shown else None
     lines = [ev for _, ev in shown[:1]] + _static_transport_lines(r, t)
     if t == "Socket":
-        signs = _rdma_hardware(r)
-        no_dev = sorted(h for h in r.ib_no_device if h != "?")
-        no_dev_lines = list(r.ib_no_device.values())[:2]
-        if signs:
-            ib_disable = _setting(r, "NCCL_IB_DISABLE")
-            hca = _setting(r, "NCCL_IB_HCA")
-            if ib_disable and ib_disable not in ("0", ""):
-                fix = f"unset NCCL_IB_DISABLE (it is {ib_disable}): it turns NCCL's IB transport off"
-            elif hca and r.ib_no_device:
-                fix = (f"NCCL_IB_HCA={hca} matches no ACTIVE port: compare with `ibstat` (or `ibv_devinfo`) on "
-                       f"{no_dev[0] if no_dev else 'each node'} and list only ACTIVE ports (e.g. NCCL_IB_HCA==mlx5_0:1)")
-            else:
-                fix = ("NCCL found no usable RDMA device: run `ibstat` / `ibv_devinfo` (ports must be ACTIVE), make sure "
-                       "the container sees /dev/infiniband and has libibverbs plus the provider (rdma-core, libmlx5)")
-            first = r.ib_no_device.get(no_dev[0]) if no_dev else (lines[0] if lines else None)
-            out.append(Finding(
-                code="ND102", severity=Severity.FAIL,
-                message=f"inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: {'; '.join(signs)}",
-                fix=fix, where=_where(first, comm, no_dev[0] if no_dev else host),
-                evidence=_quoted(no_dev_lines + lines)))
-        else:
-            out.append(Finding(
-                code="ND103", severity=Severity.WARN,
-                message="inter-node traffic uses TCP sockets (NET/Socket): no RDMA device in evidence; "
-                        "multi-node training will be network-bound",
-                fix="use nodes with InfiniBand, RoCE or EFA for multi-node training; on plain Ethernet prefer HSDP "
-                    "(shard within a node, replicate across nodes) and raise NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD",
-                where=_where(lines[0] if lines else None, comm, host), evidence=_quoted(lines + no_dev_lines)))
+        out.append(_socket_finding(r, lines, comm, host))
     elif t == "OFI" and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
         prov = ", ".join(r.ofi_providers)
         said = _facts(r, *(f"ofi:{p}" for p in r.ofi_providers))
@@ -517,28 +519,137 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
     elif t != "none":
         label = {"OFI": "EFA/libfabric (aws-ofi-nccl)"}.get(t, t)
         if inter.gdr is False:
-            if t == "OFI":
-                fix = ("enable GPUDirect RDMA for EFA: FI_EFA_USE_DEVICE_RDMA=1 (p4d/p5), a recent aws-ofi-nccl, "
-                       "and check `lsmod | grep nvidia_peermem` or DMA-BUF support")
-            else:
-                fix = ("load the peer-memory module (`lsmod | grep nvidia_peermem`; `modprobe nvidia_peermem`) or use "
-                       "DMA-BUF (kernel >= 5.12, NCCL >= 2.13); check GPU-NIC distance with `nvidia-smi topo -m` "
-                       "(NCCL_NET_GDR_LEVEL=PHB allows GDR through the CPU host bridge)")
-            disabled = sorted(r.gdr_hca.get("Disabled", ()))
-            extra = f" (GPU Direct RDMA Disabled for HCA {', '.join(disabled[:4])})" if disabled else ""
-            no_gdr = _net_lines(r, inter=True, family=t, gdr=False)
-            comm = no_gdr[0][0] if no_gdr else None
-            why = [ev for _, ev in no_gdr[:2]] + _facts(r, "ring-gdr:0", "gdr-hca:Disabled", "gdr-gpu:Disabled")
-            out.append(Finding(code="ND104", severity=Severity.WARN,
-                               message=f"inter-node traffic uses {label} without GPUDirect RDMA{extra}: "
-                                       "data is staged through host memory", fix=fix,
-                               where=_where(why[0] if why else None, comm, host), evidence=_quoted(why + lines)))
+            out.append(_gdr_finding(r, t, label, lines, host))
         else:
             gdr = {True: "with GPUDirect RDMA", None: "(GPUDirect RDMA not visible in the log)"}[inter.gdr]
             out.append(Finding(code="ND101", severity=Severity.PASS,
                                message=f"inter-node traffic uses {label} {gdr}",
                                where=_where(lines[0] if lines else None, comm, host), evidence=_quoted(lines, 2)))
+        beside = _socket_beside_rdma(r, label)
+        if beside:
+            out.append(beside)
     return out
+
+
+def _inter_connections(r: ParseResult):
+    """(comm, host, net name, GDR, connections) of every inter-node ``via NET/...`` key, by ``split_net``'s rule."""
+    for comm in r.comms.values():
+        for (host, peer, name, has_gdr), n in comm.net.items():
+            if _inter_peer(comm, host, peer):
+                yield comm, host, name, has_gdr, n
+
+
+def _socket_finding(r: ParseResult, lines: list[Evidence], comm: Comm | None, host: str | None) -> Finding:
+    """ND102 when the nodes evidently have RDMA, else ND103 with what the log says about why."""
+    signs = _rdma_hardware(r)
+    no_dev = sorted(h for h in r.ib_no_device if h != "?")
+    no_dev_lines = list(r.ib_no_device.values())[:2]
+    ib_disable = _setting(r, "NCCL_IB_DISABLE")
+    ib_disabled = bool(ib_disable) and ib_disable not in ("0", "")  # NCCL echoes the strtoll value
+    if signs:
+        hca = _setting(r, "NCCL_IB_HCA")
+        if ib_disabled:
+            fix = f"unset NCCL_IB_DISABLE (it is {ib_disable}): it turns NCCL's IB transport off"
+        elif hca and r.ib_no_device:
+            fix = (f"NCCL_IB_HCA={hca} matches no ACTIVE port: compare with `ibstat` (or `ibv_devinfo`) on "
+                   f"{no_dev[0] if no_dev else 'each node'} and list only ACTIVE ports (e.g. NCCL_IB_HCA==mlx5_0:1)")
+        else:
+            fix = ("NCCL found no usable RDMA device: run `ibstat` / `ibv_devinfo` (ports must be ACTIVE), make sure "
+                   "the container sees /dev/infiniband and has libibverbs plus the provider (rdma-core, libmlx5)")
+        first = r.ib_no_device.get(no_dev[0]) if no_dev else (lines[0] if lines else None)
+        return Finding(
+            code="ND102", severity=Severity.FAIL,
+            message=f"inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: {'; '.join(signs)}",
+            fix=fix, where=_where(first, comm, no_dev[0] if no_dev else host),
+            evidence=_quoted(no_dev_lines + lines))
+    ofi = [g.first for g in r.warnings.values() if "NET/OFI" in g.text and g.first][:1]
+    if ib_disabled:
+        why = (f"NCCL_IB_DISABLE={ib_disable} turned NCCL's IB/RoCE transport off, so the log cannot show "
+               "whether the nodes have RDMA")
+        fix = ("if the nodes have InfiniBand or RoCE (`ibstat` lists ACTIVE ports), unset NCCL_IB_DISABLE; on plain "
+               "Ethernet prefer HSDP and raise NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD")
+    elif "aws-ofi-nccl" in r.net_plugins and not r.ofi_providers:
+        why = "the aws-ofi-nccl (EFA) plugin is installed but did not initialise, and NCCL fell back to sockets"
+        fix = ("on EFA instances run `fi_info -p efa` (EFA driver and libfabric installed, /dev/infiniband/uverbs* "
+               "visible in the container, a security group that allows all traffic to itself) and read the NET/OFI "
+               "warning; on instances without EFA sockets are expected: prefer HSDP across nodes")
+        lines = ofi + _facts(r, "ofi-plugin") + lines
+    else:
+        why = "no RDMA device in evidence"
+        fix = ("use nodes with InfiniBand, RoCE or EFA for multi-node training; on plain Ethernet prefer HSDP "
+               "(shard within a node, replicate across nodes) and raise NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD")
+    return Finding(
+        code="ND103", severity=Severity.WARN,
+        message=f"inter-node traffic uses TCP sockets (NET/Socket): {why}; multi-node training will be network-bound",
+        fix=fix, where=_where(lines[0] if lines else None, comm, host), evidence=_quoted(lines + no_dev_lines))
+
+
+def _socket_beside_rdma(r: ParseResult, label: str) -> Finding | None:
+    """ND102 for communicators or hosts whose inter-node connections use NET/Socket while the rest of the job
+    uses RDMA: the job-wide transport is the most used one and would hide them."""
+    comms, hosts = {}, set()
+    for comm, host, name, _, _ in _inter_connections(r):
+        if _is_socket(name):
+            comms[comm.key] = comm
+            hosts.add(host)
+    if not comms:
+        return None
+    shown = _net_lines(r, inter=True, family="Socket")
+    first_comm, first = shown[0] if shown else (None, None)
+    names = [k for k in comms if k != "unidentified"]
+    which = f"communicator{'s' if len(names) > 1 else ''} {', '.join(names[:5])}" if names else "some connections"
+    no_dev = sorted(h for h in hosts if h in r.ib_no_device)
+    if no_dev:
+        fix = (f"NCCL found no IB device on {hosts_text(no_dev)} (NET/IB : No device found.): run `ibstat` there "
+               "(ports ACTIVE) and check that the container sees /dev/infiniband")
+    else:
+        fix = ("these communicators chose another network than the rest: give every process the same NCCL_NET, "
+               "NCCL_IB_DISABLE and NCCL_IB_HCA (and no netName in the ncclConfig_t of ncclCommInitRankConfig/"
+               "ncclCommSplit), then compare `Using network` lines per host")
+    return Finding(
+        code="ND102", severity=Severity.FAIL,
+        message=f"inter-node traffic of {which}{_on(hosts)} uses TCP sockets (NET/Socket) while the rest of the job "
+                f"uses {label}",
+        fix=fix, where=_where(first, first_comm), evidence=_quoted([ev for _, ev in shown[:2]]
+                                                                  + [r.ib_no_device[h] for h in no_dev[:1]]))
+
+
+def _gdr_finding(r: ParseResult, t: str, label: str, lines: list[Evidence], host: str | None) -> Finding:
+    """ND104, naming the hosts without GDR when others of the job use it (the fix is on those hosts only)."""
+    disabled = sorted(r.gdr_hca.get("Disabled", ()))
+    extra = f" (GPU Direct RDMA Disabled for HCA {', '.join(disabled[:4])})" if disabled else ""
+    with_gdr, without = set(), set()
+    for _, h, name, has_gdr, _ in _inter_connections(r):
+        if h is not None and net_family(name, r) == t:
+            (with_gdr if has_gdr else without).add(h)
+    only = without - with_gdr
+    where_text = f" on {hosts_text(only)} ({hosts_text(with_gdr)} use{'s' if len(with_gdr) == 1 else ''} it)" \
+        if only and with_gdr else ""
+    no_gdr = _net_lines(r, inter=True, family=t, gdr=False)
+    comm = no_gdr[0][0] if no_gdr else None
+    why = [ev for _, ev in no_gdr[:2]] + _facts(r, "ring-gdr:0", "gdr-hca:Disabled", "gdr-gpu:Disabled")
+    return Finding(code="ND104", severity=Severity.WARN,
+                   message=f"inter-node traffic uses {label} without GPUDirect RDMA{where_text}{extra}: "
+                           "data is staged through host memory", fix=_gdr_fix(r, t),
+                   where=_where(why[0] if why else None, comm, host), evidence=_quoted(why + lines))
+
+
+def _gdr_fix(r: ParseResult, t: str) -> str:
+    """How to get GDR, for the NCCL version in the log: NCCL_NET_GDR_LEVEL takes path names only from 2.6
+    (2.4/2.5 read an integer, so ``PHB`` would read as 0 and turn GDR off)."""
+    if t == "OFI":
+        return ("enable GPUDirect RDMA for EFA: FI_EFA_USE_DEVICE_RDMA=1 (p4d/p5), a recent aws-ofi-nccl, "
+                "and check `lsmod | grep nvidia_peermem` or DMA-BUF support")
+    versions = [_version_key(v)[:2] for v in r.versions]
+    oldest = min(versions) if versions else None
+    if oldest is not None and oldest < (2, 6):
+        return ("load the peer-memory module (`lsmod | grep -e nv_peer_mem -e nvidia_peermem`); check GPU-NIC distance "
+                "with `nvidia-smi topo -m` (NCCL 2.4/2.5 read NCCL_NET_GDR_LEVEL as an integer: "
+                "NCCL_NET_GDR_LEVEL=3 allows GDR through the CPU host bridge); NCCL >= 2.13 can also use DMA-BUF")
+    return ("load the peer-memory module (`lsmod | grep nvidia_peermem`; `modprobe nvidia_peermem`) or use "
+            "DMA-BUF (kernel >= 5.12, NCCL >= 2.13); "
+            "check GPU-NIC distance with `nvidia-smi topo -m` "
+            "(NCCL_NET_GDR_LEVEL=PHB allows GDR through the CPU host bridge)")
 
 
 def _input_where(r: ParseResult, host: str | None) -> Where:
@@ -639,9 +750,12 @@ def _input_findings(r: ParseResult) -> list[Finding]:
     out = []
     for s in r.sources:
         if s.get("error"):
+            read = f"diagnosed the {s['lines']} lines read" if s.get("lines") else "nothing read from it"
             out.append(Finding(code="ND117", severity=Severity.WARN,
-                               message=f"{s['name']}: {s['error']}; diagnosed the {s.get('lines', 0)} lines read",
-                               fix="copy the log again (gzip -t FILE checks a .gz)", where=Where(file=s["name"])))
+                               message=f"{s['name']}: {s['error']}; {read}",
+                               fix=("make the file readable for this user (`ls -l` it) or run as a user who can read it"
+                                    if s["error"].startswith("cannot read") else
+                                    "copy the log again (gzip -t FILE checks a .gz)"), where=Where(file=s["name"])))
         elif s.get("cut_lines"):
             out.append(Finding(code="ND117", severity=Severity.WARN,
                                message=f"{s['name']}: {plural(s['cut_lines'], 'over-long line')} cut",

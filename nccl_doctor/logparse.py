@@ -10,6 +10,7 @@ Formats follow NCCL 2.0 to 2.30 (see ``reference/nccl-facts.md`` section A).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -269,6 +270,41 @@ _WARN_RULES: list[tuple[str, re.Pattern]] = [
         r"|Failed to initialize any NET plugin|Unrecognized|No algorithm/protocol|Timeout|timed out|abort", re.I)),
 ]
 _ERROR_CATEGORIES = {c for c, _ in _WARN_RULES}
+
+
+# Complete transport tokens (nccl-facts A.6) that a line cut mid-token can be a proper prefix of: the last
+# line of a killed rank's NCCL_DEBUG_FILE ends "via NET/IB/0/GD" or "via P2P/CUMEM/re".
+_TOKENS = frozenset(
+    [f"P2P/{k}{r}{ce}" for k in ("IPC", "CUMEM", "MNNVL") for r in ("", "/read") for ce in ("", "/CE")]
+    + ["P2P/direct pointer", "P2P/direct pointer/read", "P2P/indirect", "P2P/indirect/read", "P2P/common device",
+       "SHM/direct", "direct shared memory", "NET/", "COLLNET/"]
+    + [f"SHM/{a}/{b}" for a in ("direct", "CE") for b in ("direct", "CE")]
+)
+_NET_TAILS = ("/GDRDMA(PCI)/Shared", "/GDRDMA/Shared", "(PCI)/Shared", "/Shared")  # after NET/<name>/<dev>
+
+
+def _cut_prefixes(complete) -> frozenset:
+    """Every proper prefix of the complete texts that is not complete itself: what a cut leaves."""
+    return frozenset(t[:i] for t in complete for i in range(1, len(t))) - set(complete)
+
+
+_CUT_TOKENS = _cut_prefixes(_TOKENS)
+_CUT_NET_TAILS = _cut_prefixes(_NET_TAILS) - {"(PCI)", "/Shared"}
+
+
+def _cut_short(tr: str, nm: re.Match | None) -> bool:
+    """True for a transport token cut off mid-word (a proper prefix of a complete token and not one itself).
+
+    Unknown tokens of future NCCL versions are not such prefixes and pass unchanged. Two set lookups: this
+    runs for every channel line not seen before.
+    """
+    if nm is None:  # (a NET token without its device number is cut as well)
+        return tr in _CUT_TOKENS or tr.startswith(("NET/", "COLLNET/"))
+    end = nm.end()
+    if end == len(tr):
+        return False
+    rest = tr[end:]
+    return rest in _CUT_NET_TAILS or (rest[0] == "(" and ")" not in rest)
 
 
 def _num(text: str) -> int:
@@ -599,6 +635,8 @@ class LogParser:
             comm.rank_host.setdefault(peer, None)  # named, host unknown yet
         tr = clean(tr) if "[" in tr else tr.strip()  # what clean() does to text without "["
         nm = _NETTR_RE.match(tr)
+        if _cut_short(tr, nm):
+            return  # the ranks above count; a transport read from half a token would not be true
         if nm:
             coll, name, _dev, _proxy, gdr = nm.groups()
             if coll:
@@ -845,6 +883,7 @@ class LogParser:
                 self.result.net_plugins[name] += 1
         elif msg.startswith("NET/OFI"):
             self.result.net_plugins["aws-ofi-nccl"] += 1
+            self._fact("ofi-plugin", proc, msg)  # quoted when the plugin did not start (no provider line)
             m = _OFI_PROVIDER_RE.search(msg)
             if m:
                 self.result.ofi_providers[m.group(1)] += 1
@@ -1074,20 +1113,26 @@ def parse_paths(paths: list) -> ParseResult:
     """Parse files, ``-`` (stdin), ``.gz`` files and directories (every log file inside, recursively;
     files that are evidently not logs, such as ``.json`` or ``.md``, are skipped and listed in ``skipped``).
 
-    Raises ``InputError`` for a missing path or an empty directory; unreadable or damaged content
-    is recorded in ``result.sources`` and becomes a finding instead.
+    Raises ``InputError`` for a missing path, an empty directory or a named file that cannot be opened;
+    unreadable files of a directory walk and damaged content are recorded in ``result.sources`` and
+    become a finding instead.
     """
     p = LogParser()
+    _check_dirs(paths)
     inputs = loglines.resolve_inputs(list(paths))
     p.result.skipped = inputs.skipped
+    named = {os.fspath(x) for x in paths}
     for source in inputs.sources:
         stats = ReadStats()
         p.file, p.lineno = source.name, 0
         try:
             for block in loglines.read_blocks(source, stats):
                 p.feed_all(block)
-        except InputError:
-            raise
+        except InputError as exc:
+            if source.name in named:  # a file the user named: a one-line input error
+                raise
+            # one unreadable per-rank file of a directory must not hide the others: noted, read on
+            stats.error = str(exc).removeprefix(f"{source.name}: ")
         except OSError as exc:
             stats.error = f"read error ({exc.strerror or exc})"
         p.end_source()
@@ -1099,6 +1144,13 @@ def parse_paths(paths: list) -> ParseResult:
             entry["error"] = stats.error
         p.result.sources.append(entry)
     return p.finish()
+
+
+def _check_dirs(paths: list) -> None:
+    """A directory this user cannot list: say so (the walk would report it as holding no log files)."""
+    for raw in map(os.fspath, paths):
+        if raw != "-" and os.path.isdir(raw) and not os.access(raw, os.R_OK | os.X_OK):
+            raise InputError(f"{raw}: cannot read directory: Permission denied")
 
 
 def no_nccl_message(result: ParseResult) -> str:
