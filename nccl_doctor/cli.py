@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import DoctorError
-from .files import atomic_write
+from .files import check_creatable, not_writable_reason, stream_target, write_file
 from .render import make_console, render_json, render_junit, render_text
 from .report import Report, exit_code
 
@@ -61,10 +61,16 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, ...]:
 
 
 def check_output(path: Path, *, inputs: tuple[Path, ...] = ()) -> Path:
-    """Refuse an output path up front, before minutes of work: it must be a new or regular file in an
-    existing writable directory, and neither one of the inputs nor inside an input directory."""
+    """Refuse an output path up front, before minutes of work: it must be a new or regular file in a
+    directory where a file can be made, and neither one of the inputs nor inside an input directory; or
+    an existing FIFO, terminal or /dev/null, returned as given and written in place (``files.write_file``)."""
     if str(path) == "-":
         raise DoctorError("--json-out/--junit-out take a file name; use --format json for stdout")
+    if stream_target(path):
+        return path
+    why = not_writable_reason(path)
+    if why:
+        raise DoctorError(f"refusing to write {path}: {why}")
     target = path.resolve()
     for i in inputs:
         src = i.resolve()
@@ -74,23 +80,28 @@ def check_output(path: Path, *, inputs: tuple[Path, ...] = ()) -> Path:
         raise DoctorError(f"cannot write {path}: it is a directory")
     if not target.parent.is_dir():
         raise DoctorError(f"cannot write {path}: directory {target.parent} does not exist")
-    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+    if target.exists() and not os.access(target, os.W_OK):
         raise DoctorError(f"cannot write {path}: permission denied")
+    try:
+        check_creatable(target.parent)
+    except OSError as exc:
+        raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
     return target
 
 
 def check_outputs(args: argparse.Namespace) -> None:
     outs = [p for p in (args.json_out, args.junit_out) if p is not None]
-    resolved = [check_output(p, inputs=_inputs(args)) for p in outs]
-    if len(set(resolved)) < len(resolved):
+    files = [t for t in (check_output(p, inputs=_inputs(args)) for p in outs) if not stream_target(t)]
+    if len(set(files)) < len(files):  # (both to /dev/null is fine)
         raise DoctorError("--json-out and --junit-out name the same file")
 
 
 def write_output(path: Path, text: str, *, inputs: tuple[Path, ...] = ()) -> None:
-    """Write atomically (a reader never sees half a report), with the usual umask-based mode."""
+    """Write atomically (a reader never sees half a report), with the usual umask-based mode; a FIFO,
+    terminal or /dev/null is written in place."""
     target = check_output(path, inputs=inputs)
     try:
-        atomic_write(target, text)
+        write_file(target, text)
     except OSError as exc:
         raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
 
