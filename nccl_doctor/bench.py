@@ -100,6 +100,10 @@ def parse_groups(text: str) -> tuple[str, ...]:
 
 def check_args(args: argparse.Namespace) -> None:
     """Fail fast, before anything is launched, naming the option and the value at fault."""
+    for flag, value in (("--ops", args.ops), ("--groups", args.groups), ("--sizes", args.sizes),
+                        ("--pair-size", args.pair_size)):
+        if value is not None and not value.strip():  # (else `args.ops or DEFAULT_OPS` runs the defaults)
+            raise InputError(f"{flag}: empty")
     parse_ops(args.ops or DEFAULT_OPS)
     parse_groups(args.groups or DEFAULT_GROUPS)
     for flag, text, parse in (("--sizes", args.sizes, parse_sizes), ("--pair-size", args.pair_size, parse_size)):
@@ -239,8 +243,9 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     findings = judge(result, slurm=slurm_launch_config(env)) + coverage(result, asked=args.groups is not None)
     report = build_report(result, findings, notes=launch_notes(env))
     if measured_nothing(result):  # the verdict line must not read as a warning one can ship with
+        report.could_not_run = "nothing was measured"
         report.summary += "; could not run (exit 2)"
-    code = bw.share_code(2 if measured_nothing(result) else exit_code(report, strict=args.strict), device)
+    code = bw.share_code(exit_code(report, strict=args.strict), device)
     dist.destroy_process_group()
     return _finish(args, rank, stage_file, report, code=code)
 
@@ -269,14 +274,30 @@ def _finish(args, rank: int, stage_file: StageFile, report: Report, *, code: int
     return code
 
 
+_OUT_OF_MEMORY = ("can't allocate memory", "Cannot allocate memory", "out of memory", "OutOfMemoryError",
+                  "bad_alloc")
+
+
 def _failure_report(failure, host: str, env: Mapping[str, str]) -> Report:
+    """ND310 for a stage that failed or hung; a buffer that does not fit in memory is the sizes asked
+    for, not the cluster: then the run could not run (exit 2) and the fix is smaller ``--sizes``."""
     report = Report(command="bench", summary=f"stage {failure.stage} failed")
-    who = ", ".join(f"rank {r} ({h})" for r, h in zip(failure.missing, failure.hosts))
-    msg = f"stage {failure.stage} failed on rank {env.get('RANK')} ({host})"
-    msg += f"; ranks that never reached it: {who}" if who else "; every rank reached it (a peer failed inside it)"
-    report.add(Finding(code="ND310", severity=Severity.FAIL, message=msg, where=Where(host=host, rank=int(env.get("RANK", 0))),
-                       fix=_stage_fix(failure.stage.split()[0] if failure.stage else ""),
-                       evidence=tuple(line for line in failure.error.splitlines()[:3] if line.strip())))
+    where = Where(host=host, rank=int(env.get("RANK", 0)))
+    evidence = tuple(line for line in failure.error.splitlines()[:3] if line.strip())
+    if any(word in failure.error for word in _OUT_OF_MEMORY):
+        report.could_not_run = f"the buffers of stage {failure.stage} do not fit in memory"
+        report.summary += " (out of memory; could not run, exit 2)"
+        report.add(Finding(code="ND310", severity=Severity.FAIL, where=where, evidence=evidence,
+                           message=f"stage {failure.stage}: the buffers do not fit in memory on rank "
+                                   f"{env.get('RANK')} ({host})",
+                           fix="rerun with smaller --sizes: each rank holds an input and an output buffer of up to "
+                               "the largest size (on GPU, `nvidia-smi` shows what else holds memory)"))
+    else:
+        who = ", ".join(f"rank {r} ({h})" for r, h in zip(failure.missing, failure.hosts))
+        msg = f"stage {failure.stage} failed on rank {env.get('RANK')} ({host})"
+        msg += f"; ranks that never reached it: {who}" if who else "; every rank reached it (a peer failed inside it)"
+        report.add(Finding(code="ND310", severity=Severity.FAIL, message=msg, where=where, evidence=evidence,
+                           fix=_stage_fix(failure.stage.split()[0] if failure.stage else "")))
     report.data = {"stage": failure.stage, "missing_ranks": failure.missing, "missing_hosts": failure.hosts,
                    "results": [], "nodes": [], "worker_log": env.get(LOG_ENV),
                    "localisation": {"skipped": f"the run stopped in stage {failure.stage}"}}
@@ -345,10 +366,12 @@ def coverage(result, *, asked: bool) -> list[Finding]:
     (``asked``), and always when nothing at all was measured."""
     why = "; ".join(result.skipped) or "no group to measure"
     if measured_nothing(result):
+        one_rank = result.nnodes * result.local_world_size == 1
         return [Finding(code="ND001", severity=Severity.WARN,
                         message=f"nothing was measured on {plural(result.nnodes, 'node')} x "
                                 f"{plural(result.local_world_size, 'rank')}: {why}",
-                        fix="intra needs 2+ ranks per node and inter 2+ nodes; on one node use --groups world "
+                        fix="run 2+ ranks: --nproc-per-node 2 on one node, or 2+ nodes" if one_rank else
+                            "intra needs 2+ ranks per node and inter 2+ nodes; on one node use --groups world "
                             "(the default), across nodes leave out --no-pairs or add world")]
     if asked and result.skipped:
         return [Finding(code="ND001", severity=Severity.WARN, message=f"group not measured: {s}",

@@ -218,7 +218,10 @@ def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) ->
     ``init_device_mesh(dev, (nodes, local), mesh_dim_names=("dp", "fsdp"))``, when they differ from world."""
     groups: dict[str, object] = {}
     skipped: list[str] = []
-    if "world" in wanted:
+    world = sum(len(n.ranks) for n in nodes)
+    if "world" in wanted and world == 1:
+        skipped.append("world: 1 rank, no link to measure")
+    elif "world" in wanted:
         groups["world"] = dist.group.WORLD
     local = len(nodes[0].ranks)
     uniform = all(n.ranks == tuple(range(n.index * local, (n.index + 1) * local)) for n in nodes)

@@ -122,7 +122,7 @@ def emit(report: Report, args: argparse.Namespace) -> int:
     if args.json_out:
         write_output(args.json_out, render_json(report), inputs=inputs)
     if args.junit_out:
-        write_output(args.junit_out, render_junit(report), inputs=inputs)
+        write_output(args.junit_out, render_junit(report, strict=args.strict), inputs=inputs)
     return exit_code(report, strict=args.strict)
 
 

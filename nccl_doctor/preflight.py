@@ -699,9 +699,9 @@ class Launcher:
                                   "on 2+ nodes)")
             else:
                 report.summary = f"{shape} fit for multi-node training"
+        if self.measured_nothing:  # could not run: a gate must not pass on no measurement
+            report.could_not_run = "nothing was measured"
         code = exit_code(report, strict=self.args.strict)
-        if self.measured_nothing:
-            code = max(code, 2)  # could not run: a gate must not pass on no measurement
         return Outcome(code=code, verdict=report.verdict.value, summary=report.summary, report=report)
 
     def publish(self, outcome: Outcome) -> None:

@@ -94,6 +94,8 @@ def report_dict(report: Report) -> dict[str, Any]:
         "verdict": report.verdict.value,
         "summary": report.summary,
     }
+    if report.could_not_run:
+        doc["could_not_run"] = report.could_not_run
     doc.update(report.data)
     doc["findings"] = [f.as_dict() for f in report.sorted_findings()]
     return doc
@@ -103,29 +105,39 @@ def render_json(report: Report) -> str:
     return json.dumps(report_dict(report), indent=2, sort_keys=False, default=str) + "\n"
 
 
-def render_junit(report: Report) -> str:
+def render_junit(report: Report, *, strict: bool = False) -> str:
     """A testsuite per host, a testcase per finding (named by code); fail = failure, warn = passed
-    with system-out (dashboards treat warnings as green, as the exit code does)."""
+    with system-out (dashboards treat warnings as green, as the exit code does), or a failure under
+    ``strict`` (as the exit code then is). A check that could not run is an error testcase in "all"."""
     by_host: dict[str, list] = {}
     for f in report.sorted_findings():  # findings about no one host (a log, the whole job) go to "all"
         by_host.setdefault(f.where.host or "all", []).append(f)
+    if report.could_not_run:
+        by_host.setdefault("all", [])
     root = ET.Element("testsuites", name=f"nccl-doctor {report.command}")
-    total = fails = 0
+    total = fails = errors = 0
     for host, findings in sorted(by_host.items()):
-        nfail = sum(f.severity is Severity.FAIL for f in findings)
-        suite = ET.SubElement(root, "testsuite", name=f"{report.command}.{host}", tests=str(len(findings)),
-                              failures=str(nfail), errors="0", skipped="0")
+        failing = [f for f in findings if f.severity is Severity.FAIL or (strict and f.severity is Severity.WARN)]
+        failing_ids = {id(f) for f in failing}
+        nerr = int(bool(report.could_not_run) and host == "all")
+        suite = ET.SubElement(root, "testsuite", name=f"{report.command}.{host}", tests=str(len(findings) + nerr),
+                              failures=str(len(failing)), errors=str(nerr), skipped="0")
+        if nerr:
+            case = ET.SubElement(suite, "testcase", classname=f"{report.command}.all", name="could not run")
+            ET.SubElement(case, "error", message=report.could_not_run, type="could-not-run").text = report.summary
         for f in findings:
             case = ET.SubElement(suite, "testcase", classname=f"{report.command}.{host}",
                                  name=f"{f.code} {str(f.where) or host}")
             text = f.message + (f"\nfix: {f.fix}" if f.fix else "")
-            if f.severity is Severity.FAIL:
+            if id(f) in failing_ids:
                 ET.SubElement(case, "failure", message=f.message, type=f.code).text = text
             else:
                 ET.SubElement(case, "system-out").text = f"[{f.severity.value}] {text}"
-        total += len(findings)
-        fails += nfail
+        total += len(findings) + nerr
+        fails += len(failing)
+        errors += nerr
     root.set("tests", str(total))
     root.set("failures", str(fails))
+    root.set("errors", str(errors))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

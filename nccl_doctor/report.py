@@ -131,6 +131,7 @@ class Report:
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     summary: str = ""
+    could_not_run: str = ""  # why the check could not run (nothing measured...): exit 2 whatever the findings
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
@@ -167,7 +168,10 @@ def hosts_text(hosts: Iterable[str]) -> str:
 
 
 def exit_code(report: Report, *, strict: bool = False) -> int:
-    """0 pass or warn, 1 fail (or warn under ``--strict``). 2 is reserved for input errors."""
+    """0 pass or warn, 1 fail (or warn under ``--strict``), 2 when the check could not run (input errors
+    are 2 too, raised before any report exists)."""
+    if report.could_not_run:
+        return 2
     verdict = report.verdict
     if verdict is Severity.FAIL or (strict and verdict is Severity.WARN):
         return 1

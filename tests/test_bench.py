@@ -158,6 +158,9 @@ NOT_A_SIZE = "is not a size: expected a positive whole number with optional K/M/
                                       (["--sizes", "64K:1M:0.5"], "--sizes '64K:1M:0.5': the factor must be an integer >= 2"),
                                       (["--pair-size", "0"], f"--pair-size '0': '0' {NOT_A_SIZE}"),
                                       (["--groups", "rack"], "--groups: unknown rack"),
+                                      (["--ops", ""], "--ops: empty"),
+                                      (["--groups", " "], "--groups: empty"),
+                                      (["--sizes", ""], "--sizes: empty"),
                                       (["--iters", "0"], "--iters must be >= 1"),
                                       (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
                                       (["--timeout", "-5"], f"--timeout -5: {SECONDS}"),
@@ -335,3 +338,28 @@ def test_a_node_without_yardstick_says_why(tmp_path):
     rep = bench.build_report(result([n], [meas()]), [])
     assert rep.data["nodes"][0]["expected_basis"] == why
     assert any(note.startswith(f"inter-node expected on n1: {why}") for note in rep.notes)
+
+
+def test_one_rank_measures_nothing_and_cannot_pass(tmp_path):
+    """A world of one rank crosses no link: its 0 GB/s is no measurement. ND001, exit 2, JUnit error."""
+    junit = tmp_path / "bench.xml"
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--nproc-per-node", "1", "--sizes", "64K",
+                           "--format", "json", "--junit-out", str(junit)], capture_output=True, text=True,
+                          timeout=120, env=env())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["results"] == [] and doc["could_not_run"] == "nothing was measured"
+    nd001 = next(f for f in doc["findings"] if f["code"] == "ND001")
+    assert "world: 1 rank" in nd001["message"] and "--nproc-per-node 2" in nd001["fix"]
+    assert 'errors="1"' in junit.read_text()
+
+
+def test_buffers_that_do_not_fit_in_memory_are_the_sizes_not_the_cluster():
+    proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "4096G", "--ops", "ar",
+                           "--no-pairs", "--iters", "1", "--format", "json"], capture_output=True, text=True,
+                          timeout=120, env=env())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    f = next(f for f in doc["findings"] if f["code"] == "ND310")
+    assert "do not fit in memory" in f["message"] and "smaller --sizes" in f["fix"] and "drain" not in f["fix"]
+    assert "do not fit in memory" in doc["could_not_run"]

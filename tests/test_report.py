@@ -68,6 +68,22 @@ def test_junit_suite_per_host_failure_per_fail():
     assert suites[1].find("testcase/failure") is None
 
 
+def test_junit_agrees_with_the_exit_code_under_strict_and_when_nothing_ran():
+    """--strict makes a warning exit 1: the JUnit file counts it as a failure then. A check that could not
+    run exits 2 whatever its findings: JUnit has an error testcase and JSON says why."""
+    warn = _report(Severity.WARN)
+    assert ET.fromstring(render_junit(warn)).get("failures") == "0"
+    strict = ET.fromstring(render_junit(warn, strict=True))
+    assert strict.get("failures") == "1" and exit_code(warn, strict=True) == 1
+    warn.could_not_run = "nothing was measured"
+    root = ET.fromstring(render_junit(warn))
+    assert root.get("errors") == "1" and root.get("tests") == "2" and exit_code(warn) == 2
+    error = root.find("testsuite[@name='probe.all']/testcase/error")
+    assert error is not None and error.get("message") == "nothing was measured"
+    assert json.loads(render_json(warn))["could_not_run"] == "nothing was measured"
+    assert "could_not_run" not in json.loads(render_json(_report(Severity.WARN)))
+
+
 def test_findings_and_tables_round_trip_through_json():
     """Findings and tables travel between preflight nodes as JSON: from_dict undoes as_dict."""
     finding = Finding(code="ND001", severity=Severity.WARN, message="m", fix="f",
