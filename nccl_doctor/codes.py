@@ -46,6 +46,7 @@ CODES: dict[str, Code] = _table(
     ("ND115", "nccl-error", "NCCL reported a fatal error (internal, system, remote, invalid usage...)."),
     ("ND116", "ofi-provider-not-efa", "aws-ofi-nccl selected a TCP libfabric provider instead of EFA."),
     ("ND117", "log-input-damaged", "Part of the input could not be read (truncated gzip, over-long lines)."),
+    ("ND118", "ranks-behind", "Some ranks' watchdog fired at an older collective than the others': they are behind."),
     # --- ND2xx: probe (interfaces, NCCL/Gloo environment) -----------------------------------------
     ("ND200", "probe-summary", "What NCCL (bootstrap, transport) and Gloo will use on this node."),
     ("ND201", "nccl-on-management", "NCCL will bootstrap (or send all traffic) over the management interface."),

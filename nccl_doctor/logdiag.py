@@ -464,6 +464,36 @@ def _watchdog_findings(r: ParseResult) -> list[Finding]:
     return out
 
 
+def _behind_finding(r: ParseResult) -> Finding | None:
+    """ND118: when the watchdog fired at different SeqNums of one process group, the ranks at the oldest
+    are behind: the others finished that collective, went on to the next, and wait there for them. So
+    the ranks behind are where to look first. SeqNums of different process groups do not compare."""
+    timed = [(int(seq), op, g) for (op, seq), g in r.watchdog.items() if seq.isdigit() and g.ranks]
+    pgs = {g.detail.get("pg", "") for _, _, g in timed}
+    if len(pgs) != 1 or "mixed" in pgs or len({seq for seq, _, _ in timed}) < 2:
+        return None
+    low = min(seq for seq, _, _ in timed)
+    ahead = set().union(*(g.ranks for seq, _, g in timed if seq != low))
+    behind = set().union(*(g.ranks for seq, _, g in timed if seq == low)) - ahead
+    if not behind:
+        return None
+    first = next(g for seq, _, g in sorted(timed, key=lambda t: t[0]) if seq == low)
+    later = sorted({(seq, op) for seq, op, _ in timed if seq != low})
+    said = ", ".join(f"SeqNum {seq} ({op})" for seq, op in later)
+    who = _ranks_text(behind)
+    return Finding(
+        code="ND118", severity=Severity.FAIL,
+        message=f"{who} {'is' if len(behind) == 1 else 'are'} behind: {'its' if len(behind) == 1 else 'their'} "
+                f"watchdog fired at SeqNum {low} ({first.kind.split()[0]}) while {_ranks_text(ahead)} had reached "
+                f"{said} and waited there",
+        fix=(f"look at {who} first: what it was doing (`py-spy dump --pid PID`, or the flight recorder with "
+             "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1), its GPU (`nvidia-smi`, Xid errors in "
+             "`dmesg`), and whether it skipped or added a collective (code that runs on some ranks only)"),
+        where=Where(rank=min(behind), file=first.first.file if first.first else None,
+                    line=first.first.line if first.first else None),
+        evidence=_evidence([first]))
+
+
 def _rdma_hardware(r: ParseResult) -> list[str]:
     """Signs that the nodes have IB/RoCE/EFA although the job used sockets."""
     signs = []
@@ -834,6 +864,9 @@ def diagnose(r: ParseResult) -> Report:
     if trace:
         report.add(trace)
     report.extend(_watchdog_findings(r))
+    behind = _behind_finding(r)
+    if behind:
+        report.add(behind)
     report.extend(_transport_findings(r, inter))
     report.extend(_intra_findings(r, inter, intra))
     vf = _version_finding(r)

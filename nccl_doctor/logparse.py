@@ -235,6 +235,7 @@ _WATCHDOG_RE = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 _TIMEOUT_RE = re.compile(r"Timeout\(ms\)=(\d+)")
 _RANFOR_RE = re.compile(r"ran for (\d+) milliseconds")
 _PT_RANK_RE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_PT_PG_RE = re.compile(r"\[PG (?:ID )?(\S+)")  # "[PG 0 Rank 3]" (2.3+), "[PG ID 0 PG GUID 0(default_pg) Rank 3]"
 _NCCLTESTS_RANK_RE = re.compile(r"^#\s+Rank\s+(\d+) (?:Group\s+\d+ )?Pid\s+\d+ on\s+(\S+)")
 _NCCL_ERROR_RE = re.compile(
     r"\b(nccl(?:InternalError|SystemError|RemoteError|InvalidUsage|InvalidArgument|UnhandledCudaError|Timeout)"
@@ -1039,6 +1040,10 @@ class LogParser:
         t = _TIMEOUT_RE.search(text)
         if t:
             g.detail["timeout_ms"] = t.group(1)
+        pm = _PT_PG_RE.search(text)  # SeqNums count per process group: only one group's compare
+        pg = pm.group(1) if pm else ""
+        if g.detail.setdefault("pg", pg) != pg:
+            g.detail["pg"] = "mixed"
         ran = _RANFOR_RE.search(text)
         if ran and int(ran.group(1)) > int(g.detail.get("ran_for_ms", 0)):
             g.detail["ran_for_ms"] = ran.group(1)
