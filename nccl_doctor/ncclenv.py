@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import os
+import pwd
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping
 
 from .sysfs import FsReader, Interface, RdmaDevice, loopback_name
@@ -41,6 +44,9 @@ NCCL_SOCKET_FAMILY NCCL_SOCKET_IFNAME NCCL_SOCKET_NTHREADS NCCL_SOCKET_POLL_TIME
 NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC NCCL_TOPO_DUMP_FILE NCCL_TOPO_FILE NCCL_TUNER_PLUGIN
 NCCL_WORK_FIFO_DEPTH NCCL_WORK_FIFO_BYTES NCCL_WIN_ENABLE NCCL_CTA_POLICY NCCL_NVLS_CHUNKSIZE
 """.split())
+
+# What torch's Gloo backend reads from the environment.
+KNOWN_GLOO_VARS = frozenset(("GLOO_SOCKET_IFNAME", "GLOO_DEVICE_TRANSPORT"))
 
 # Integer parameters (NCCL_PARAM / strtoll): a non-integer silently parses as its numeric prefix or 0.
 INT_VARS = frozenset("""
@@ -194,6 +200,7 @@ class Setting:
     name: str
     value: str
     source: str  # "environment" or the conf file path
+    line: int | None = None  # line number in that conf file
 
 
 @dataclass
@@ -201,6 +208,7 @@ class Settings:
     values: dict[str, Setting] = field(default_factory=dict)
     conf_files: list[str] = field(default_factory=list)  # conf files that exist and were applied
     missing_conf_file: str | None = None  # NCCL_CONF_FILE names a file that cannot be read (NCCL ignores it)
+    shadowed: dict[str, list[Setting]] = field(default_factory=dict)  # conf lines that lost to an earlier source
 
     def get(self, name: str) -> str | None:
         """NCCL treats an empty value as unset."""
@@ -213,14 +221,36 @@ class Settings:
 
 
 def parse_conf(text: str) -> list[tuple[str, str]]:
-    """``NAME=VALUE`` lines taken verbatim, like NCCL's ``setEnvFile`` (quotes and spaces kept)."""
+    """``NAME=VALUE`` pairs taken verbatim, like NCCL's ``setEnvFile`` (see ``parse_conf_lines``)."""
+    return [(name, value) for name, value, _n in parse_conf_lines(text)]
+
+
+def parse_conf_lines(text: str) -> list[tuple[str, str, int]]:
+    """(name, value, line number) as NCCL's ``setEnvFile`` reads them: ``getline`` then only the trailing
+    ``\\n`` is cut (a CRLF file leaves ``\\r`` in every value), ``#`` is a comment only in column 0, the name
+    is everything before the first ``=`` (spaces kept) and the value everything after (quotes kept).
+    An indented ``#`` line sets a variable named ``  #NAME`` that nothing reads: skipped as a no-op."""
     out = []
-    for line in text.splitlines():
-        if not line or line.lstrip().startswith("#") or "=" not in line:
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line or line[0] == "#" or "=" not in line:
             continue
         name, _, value = line.partition("=")
-        out.append((name, value))
+        if name and not name.lstrip().startswith("#"):
+            out.append((name, value, n))
     return out
+
+
+def user_conf_path(env: Mapping[str, str], fs: FsReader) -> str | None:
+    """``~/.nccl.conf`` as NCCL finds it: the home directory of ``getpwuid(getuid())``, not ``$HOME``.
+    Only the live root has that passwd entry; under a snapshot root ``$HOME`` is the best guess."""
+    home = None
+    if fs.root.resolve() == Path("/"):
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:  # no passwd entry: NCCL reads no user file
+            return None
+    home = home or env.get("HOME")
+    return home.rstrip("/") + "/.nccl.conf" if home else None
 
 
 def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
@@ -232,10 +262,11 @@ def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
     if fs is None:
         return settings
     files = []
+    user_conf = None if env.get("NCCL_CONF_FILE") else user_conf_path(env, fs)
     if env.get("NCCL_CONF_FILE"):
         files.append(env["NCCL_CONF_FILE"])
-    elif env.get("HOME"):
-        files.append(env["HOME"].rstrip("/") + "/.nccl.conf")
+    elif user_conf:
+        files.append(user_conf)
     files.append("/etc/nccl.conf")
     for path in files:
         text = fs.read(path)
@@ -244,17 +275,20 @@ def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
                 settings.missing_conf_file = path
             continue
         settings.conf_files.append(path)
-        for name, value in parse_conf(text):
-            if name not in settings.values:
-                settings.values[name] = Setting(name, value, path)
+        for name, value, line in parse_conf_lines(text):
+            if name not in settings.values:  # setenv(..., 0): the first definition wins
+                settings.values[name] = Setting(name, value, path, line)
+            else:  # back as soon as the winner is unset: fixes must say so
+                settings.shadowed.setdefault(name, []).append(Setting(name, value, path, line))
     return settings
 
 
 def did_you_mean(name: str) -> str | None:
-    """The known NCCL variable ``name`` is probably a typo of, if any."""
-    if name in KNOWN_NCCL_VARS:
+    """The known NCCL (or Gloo) variable ``name`` is probably a typo of, if any."""
+    known = KNOWN_GLOO_VARS if name.startswith("GLOO_") else KNOWN_NCCL_VARS
+    if name in known:
         return None
-    close = difflib.get_close_matches(name, KNOWN_NCCL_VARS, n=1, cutoff=0.85)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
     return close[0] if close else None
 
 
@@ -349,10 +383,13 @@ def nccl_socket_ifaces(ifaces: list[Interface], settings: Settings) -> SocketCho
 
 @dataclass
 class IbChoice:
-    ports: list[str]  # "mlx5_0:1" in NCCL's device order
+    ports: list[str]  # "mlx5_0:1" in NCCL's device order, carrying inter-node data (internal IB or an RDMA plugin)
     usable: list[str]  # ACTIVE IB/Ethernet ports before NCCL_IB_HCA
-    disabled_by: str | None  # "NCCL_IB_DISABLE=1" / "NCCL_NET=Socket"
+    disabled_by: str | None  # "NCCL_IB_DISABLE=1" / "NCCL_NET=Socket" / both, joined with " and "
     hca_value: str | None
+    disablers: tuple[str, ...] = ()  # the variables that turn IB off (NCCL_IB_DISABLE, NCCL_NET)
+    selected: list[str] = field(default_factory=list)  # usable ports kept by NCCL_IB_HCA (whatever NCCL_NET says)
+    plugin: str | None = None  # NCCL_NET naming a plugin network (IBext, UCX, Libfabric, unknown): it carries data
 
 
 def _natural(name: str):
@@ -360,22 +397,38 @@ def _natural(name: str):
 
 
 def nccl_ib_ports(devices: list[RdmaDevice], settings: Settings) -> IbChoice:
-    """Ports NCCL's internal IB transport opens: ACTIVE, link layer IB or Ethernet, kept by NCCL_IB_HCA."""
+    """Ports NCCL's internal IB transport opens: ACTIVE, link layer IB or Ethernet, kept by NCCL_IB_HCA.
+    ``NCCL_NET=Socket`` (or a misspelt built-in name) turns IB off; a plugin name hands the data to that
+    plugin instead: the RDMA plugins (IBext, UCX) open the same ports, the others none of them."""
     usable = [f"{d.name}:{p.port}" for d in sorted(devices, key=lambda d: _natural(d.name)) for p in d.ports
               if p.active and p.link_layer in ("InfiniBand", "Ethernet")]
-    disabled = None
+    off = []
     dis = settings.get("NCCL_IB_DISABLE")
     if dis is not None and parse_c_int(dis)[0] != 0:
-        disabled = f"NCCL_IB_DISABLE={dis}"
+        off.append(("NCCL_IB_DISABLE", dis))
     net = settings.get("NCCL_NET")
-    if net is not None and net.lower() != "ib":
-        disabled = disabled or f"NCCL_NET={net}"
+    kind = classify_net(net) if net is not None else None
+    if kind is not None and kind.kind in ("socket", "typo"):
+        off.append(("NCCL_NET", net))
+    plugin = net if kind is not None and kind.kind in ("plugin", "unknown") else None
     hca = settings.get("NCCL_IB_HCA")
-    ports = usable
+    selected = usable
     if hca:
         lst = parse_if_list(hca)
-        ports = [p for p in usable if match_if_list(p.split(":")[0], int(p.split(":")[1]), lst)]
-    return IbChoice(ports=[] if disabled else ports, usable=usable, disabled_by=disabled, hca_value=hca)
+        selected = [p for p in usable if match_if_list(p.split(":")[0], int(p.split(":")[1]), lst)]
+    rdma_plugin = plugin is None or kind.plugin in RDMA_PLUGIN_NETS
+    ports = selected if not off and rdma_plugin else []
+    disabled = " and ".join(f"{n}={show(v)}" for n, v in off) or None
+    return IbChoice(ports=ports, usable=usable, disabled_by=disabled, hca_value=hca,
+                    disablers=tuple(n for n, _ in off), selected=selected, plugin=plugin)
+
+
+def show(value: str) -> str:
+    """A value as the user should see it: quoted (``'ib0 '``, ``'bond0\\r'``) when it holds whitespace at
+    either end or control characters, which NCCL keeps and which make names match nothing."""
+    if value == "" or value != value.strip() or any(ord(c) < 32 or c == "\x7f" for c in value):
+        return repr(value)
+    return value
 
 
 @dataclass

@@ -18,8 +18,8 @@ from typing import Any, Mapping
 from .errors import InputError
 from .ncclenv import (
     DEBUG_LEVELS, DEPRECATED_TORCH, EFA_PLUGIN_NETS, INT_VARS, NOT_READ, RDMA_PLUGIN_NETS, GlooChoice, IbChoice,
-    Settings, SocketChoice, classify_net, did_you_mean, effective_settings, gdr_level, gloo_ifaces, nccl_ib_ports, nccl_socket_ifaces,
-    overmatching_prefixes, parse_c_int, parse_if_list,
+    Setting, Settings, SocketChoice, classify_net, did_you_mean, effective_settings, gdr_level, gloo_ifaces, nccl_ib_ports,
+    nccl_socket_ifaces, overmatching_prefixes, parse_c_int, parse_if_list, show,
 )
 from .report import Finding, Report, Severity, Table, Where
 from .sysfs import FsReader, Interface, NodeFacts, PciInfo, classify, link_mbps, read_node
@@ -119,8 +119,77 @@ def _f(code: str, sev: Severity, node: NodeProbe, msg: str, fix: str | None = No
 
 
 def _src(node: NodeProbe, name: str) -> str:
-    s = node.settings.source(name)
-    return "" if s in (None, "environment") else f" (set in {s})"
+    st = node.settings.values.get(name)
+    if st is None or st.source == "environment":
+        return ""
+    return f" (set in {st.source}" + (f" line {st.line})" if st.line else ")")
+
+
+def _conf_origin(node: NodeProbe, name: str) -> Setting | None:
+    """The nccl.conf line that sets ``name`` now, or that takes over once the environment's value is unset."""
+    st = node.settings.values.get(name)
+    if st is not None and st.source != "environment":
+        return st
+    return next(iter(node.settings.shadowed.get(name, [])), None)
+
+
+def _undo_fix(node: NodeProbe, items: list[tuple[str, str | None]]) -> str:
+    """Back to NCCL's default for each (variable, value meaning 'default'): ``unset`` where only the
+    environment sets it. NCCL rereads nccl.conf at every init and the environment wins over it, so a
+    value from a file is overridden with the default value, or its line deleted (and the environment's
+    copy unset, else the file's value comes back)."""
+    unsets, exports, lines, env_too, need_file = [], [], {}, [], False
+    for name, default in items:
+        conf = _conf_origin(node, name)
+        if conf is None:
+            unsets.append(f"unset {name}")
+            continue
+        lines.setdefault(conf.source, []).append((conf.line, f"{name}={show(conf.value)}"))
+        if node.settings.source(name) == "environment":
+            env_too.append(name)
+        if default is None:
+            need_file = True
+        else:
+            exports.append(f"export {name}={default}")
+    if not lines:
+        return "; ".join(unsets)
+    files = ("unset " + " ".join(env_too) + " and " if env_too else "") + "delete " + ", ".join(
+        f"line{'s' if len(n) > 1 else ''} {' and '.join(str(k) for k, _ in n)} of {path} ({', '.join(t for _, t in n)})"
+        for path, n in lines.items())
+    if need_file:  # some value only goes away with its line
+        return "; ".join([*unsets, *exports, files])
+    alt = f"{'; '.join(exports)} (the environment wins over nccl.conf), or {files}"
+    return "; ".join(unsets) + "; and " + alt if unsets else alt
+
+
+def _set_fix(node: NodeProbe, name: str, value: str) -> str:
+    """Give ``name`` this value where it is set now (a conf file line, or the environment)."""
+    st = node.settings.values.get(name)
+    if st is None or st.source == "environment":
+        return f"export {name}={value}"
+    return f"change line {st.line} of {st.source} to {name}={value}, or export {name}={value} (the environment wins)"
+
+
+def _hypothetical(node: NodeProbe, name: str, value: str, drop: str | None = None) -> NodeProbe:
+    """This node with ``name=value`` exported (and ``drop`` gone): what a suggested fix would lead to."""
+    values = {k: v for k, v in node.settings.values.items() if k != drop}
+    values[name] = Setting(name, value, "environment")
+    s = Settings(values, node.settings.conf_files, node.settings.missing_conf_file)
+    f = node.facts
+    return NodeProbe(node.root, f, s, nccl_socket_ifaces(f.interfaces, s), nccl_ib_ports(f.rdma_devices, s),
+                     gloo_ifaces(f.interfaces, s, f.host, f.etc_hosts))
+
+
+def _rejected(node: NodeProbe, name: str, value: str, drop: str | None = None) -> Finding | None:
+    """The first WARN/FAIL this tool would raise after ``export name=value`` that it does not raise now:
+    a fix must never lead to a finding of our own (None: the value is accepted)."""
+    checks = [c for c in CHECKS if c is not check_env]
+    now = {(f.code, f.message) for c in checks for f in c(node)}
+    hyp = _hypothetical(node, name, value, drop)
+    for f in [*(f for c in checks for f in c(hyp)), *_value_findings(hyp, hyp.settings.values[name])]:
+        if f.severity is not PASS and (f.code, f.message) not in now:
+            return f
+    return None
 
 
 def best_socket_ifaces(node: NodeProbe) -> list[str]:
@@ -139,7 +208,8 @@ def best_socket_ifaces(node: NodeProbe) -> list[str]:
 
     live.sort(key=key)
     top = live[0]
-    if node.nccl_ib.ports:  # sockets carry bootstrap/OOB only: one interface is enough
+    ib = node.nccl_ib  # IB (once the fixes turn it back on) or a plugin carries the data
+    if ib.ports or ib.plugin or ib.usable:  # sockets carry bootstrap/OOB only: one is enough
         return [top.name]
     return [i.name for i in live if key(i)[:4] == key(top)[:4]][:4]
 
@@ -151,13 +221,14 @@ def check_socket(node: NodeProbe) -> list[Finding]:
     best = best_socket_ifaces(node)
     fix_if = f"export NCCL_SOCKET_IFNAME=={','.join(best)}" if best else "bring up an interface with an IP address"
     if sc.user_value is not None:
-        v = sc.user_value
+        v = show(sc.user_value)
         src = _src(node, "NCCL_SOCKET_IFNAME")
-        if v.startswith("=^"):
+        if sc.user_value.startswith("=^"):
+            u = sc.user_value
             out.append(_f("ND204", WARN, node, f"NCCL_SOCKET_IFNAME={v}{src}: '=^' reads as the exact name "
-                          f"'{v[1:]}', not an exclusion; NCCL wants '^' before '='", f"export NCCL_SOCKET_IFNAME=^={v[2:]}"))
-        if '"' in v or "'" in v:
-            out.append(_quoted_ifname(node, v))
+                          f"'{u[1:]}', not an exclusion; NCCL wants '^' before '='", f"export NCCL_SOCKET_IFNAME=^={u[2:]}"))
+        if '"' in sc.user_value or "'" in sc.user_value:
+            out.append(_quoted_ifname(node, sc.user_value))
         if not sc.ifaces:
             if sc.matched_not_running:
                 out.append(_f("ND203", FAIL, node, f"NCCL_SOCKET_IFNAME={v}{src} matches only "
@@ -171,7 +242,8 @@ def check_socket(node: NodeProbe) -> list[Finding]:
             out.append(_f("ND203", WARN, node, f"NCCL_SOCKET_IFNAME={v}{src} also matches down interface(s) "
                           f"{', '.join(sc.matched_not_running)} (NCCL before 2.28 may pick them)", fix_if,
                           iface=sc.matched_not_running[0]))
-        for prefix, hits in overmatching_prefixes(parse_if_list(v), [i.name for i in facts.interfaces if i.addresses]).items():
+        for prefix, hits in overmatching_prefixes(parse_if_list(sc.user_value),
+                                                  [i.name for i in facts.interfaces if i.addresses]).items():
             out.append(_f("ND205", WARN, node, f"NCCL_SOCKET_IFNAME entry '{prefix}' is a prefix: it also matches "
                           f"{', '.join(h for h in hits if h != prefix)}", f"export NCCL_SOCKET_IFNAME=={prefix}",
                           iface=prefix))
@@ -191,7 +263,11 @@ def check_socket(node: NodeProbe) -> list[Finding]:
             out.append(_f("ND201", WARN, node, f"NCCL will use management interface {b.name} ({_fmt_speed(b)}) for "
                           f"{use} ({sc.rule}) while data interfaces exist ({', '.join(i.name for i in data[:4])})",
                           fix_if, iface=b.name))
-        if b.kind in ("virtual", "loopback") and b.role != "data":  # a container's veth uplink is fine
+        if b.kind == "loopback" or b.name == facts.loopback:
+            out.append(_f("ND206", FAIL, node, f"NCCL will use {b.name}, the loopback interface, for bootstrap "
+                          f"({sc.rule}): other nodes can never reach 127.0.0.1, so every multi-node job fails at init "
+                          "(a single-node job would still run)", fix_if, iface=b.name))
+        elif b.kind == "virtual" and b.role != "data":  # a container's veth uplink is fine
             what = b.virtual_kind or b.kind
             out.append(_f("ND206", WARN, node, f"NCCL will use {b.name}, a {what} interface, for bootstrap ({sc.rule}); "
                           "other nodes usually cannot reach it", fix_if, iface=b.name))
@@ -238,19 +314,18 @@ def check_rdma(node: NodeProbe) -> list[Finding]:
             out.append(_f("ND226", PASS, node, "no RDMA device and no NVIDIA GPU: collectives here use Gloo over TCP; "
                           "NCCL settings are still checked for GPU nodes running with this environment"))
         return out
-    net = node.settings.get("NCCL_NET")
-    if ib.usable and ib.disabled_by and (net is None or ib.disabled_by.startswith("NCCL_IB_DISABLE")
-                                         or classify_net(net).kind == "socket"):  # other NCCL_NET values: ND222
-        var = ib.disabled_by.split("=")[0]
+    off = _ib_off_vars(node)
+    if ib.usable and off:
+        what = " and ".join(f"{v}={show(node.settings.get(v) or '')}{_src(node, v)}" for v in off)
         out.append(_f("ND207", FAIL, node, f"{len(ib.usable)} active RDMA port(s) ({', '.join(ib.usable[:4])}) but "
-                      f"{ib.disabled_by}{_src(node, var)} turns NCCL's IB transport off: traffic goes over TCP sockets",
-                      f"unset {var}"))
+                      f"{what} turn{'s' if len(off) == 1 else ''} NCCL's IB transport off: traffic goes over TCP sockets",
+                      _undo_fix(node, [(v, IB_ON[v]) for v in off]), file=_conf_file(node, *off)))
     if ib.hca_value and not ib.disabled_by:
         lst = parse_if_list(ib.hca_value)
-        if ib.usable and not ib.ports:
-            out.append(_f("ND208", FAIL, node, f"NCCL_IB_HCA={ib.hca_value}{_src(node, 'NCCL_IB_HCA')} selects none "
-                          f"of the active ports ({', '.join(ib.usable)}): NCCL falls back to sockets silently",
-                          f"export NCCL_IB_HCA=={','.join(ib.usable)}"))
+        if ib.usable and not ib.selected:
+            out.append(_f("ND208", FAIL, node, f"NCCL_IB_HCA={show(ib.hca_value)}{_src(node, 'NCCL_IB_HCA')} selects "
+                          f"none of the active ports ({', '.join(ib.usable)}): NCCL falls back to sockets silently",
+                          _set_fix(node, "NCCL_IB_HCA", f"={','.join(ib.usable)}")))
         for prefix, hits in overmatching_prefixes(lst, [d.name for d in devs]).items():
             out.append(_f("ND205", WARN, node, f"NCCL_IB_HCA entry '{prefix}' is a prefix: it also selects "
                           f"{', '.join(h for h in hits if h != prefix)}", f"export NCCL_IB_HCA=={prefix}", device=prefix))
@@ -264,21 +339,53 @@ def check_rdma(node: NodeProbe) -> list[Finding]:
             where = f"{d.name}:{p.port}"
             nd = f" (netdev {', '.join(p.netdevs)})" if p.netdevs else ""
             if not p.active:
+                skip = f"; exclude it with NCCL_IB_HCA=^={d.name}:{p.port} until fixed" if ib.usable else ""
                 out.append(_f("ND209", WARN, node, f"RDMA port {where}{nd} is {p.state} / {p.phys_state}: NCCL skips it",
-                              f"check the cable/switch port; `ibstat {d.name}`; exclude it with "
-                              f"NCCL_IB_HCA=^={d.name}:{p.port} until fixed", device=where))
+                              f"check the cable/switch port; `ibstat {d.name}`{skip}", device=where))
             elif p.rate_gbps and max(active_rates.get(p.link_layer, [0])) > p.rate_gbps:
                 top = max(active_rates[p.link_layer])
                 out.append(_f("ND210", WARN, node, f"RDMA port {where}{nd} runs at {p.rate}, below the {top:g} Gb/sec "
                               "of its peers on this node: rings through it run at its speed",
                               "reseat/replace the cable or transceiver; check `mlxlink -d <pci>` for lanes/errors",
                               device=where, evidence=(f"rate: {p.rate}",)))
+    out += _no_active_port(node)
     if any(d.is_efa for d in devs):
         out.append(_f("ND225", PASS, node, "EFA devices present: NCCL's built-in IB transport ignores them; the "
                       "aws-ofi-nccl plugin must load (log line 'Using network Libfabric')",
                       "install aws-ofi-nccl and check with NCCL_DEBUG=INFO"))
     out += check_roce(node)
     return out
+
+
+# The value that turns IB back on for each variable that can turn it off.
+IB_ON = {"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB"}
+
+
+def _ib_off_vars(node: NodeProbe) -> list[str]:
+    """Variables that turn NCCL's IB transport off (ND207); a misspelt NCCL_NET fails init instead (ND222)."""
+    net = node.settings.get("NCCL_NET")
+    return [v for v in node.nccl_ib.disablers if v != "NCCL_NET" or classify_net(net or "").kind == "socket"]
+
+
+def _conf_file(node: NodeProbe, *names: str) -> str | None:
+    """The conf file a finding is about, when the values come from one."""
+    return next((c.source for c in map(lambda n: _conf_origin(node, n), names) if c is not None), None)
+
+
+def _no_active_port(node: NodeProbe) -> list[Finding]:
+    """IB/RoCE hardware on a GPU node with no ACTIVE port: NCCL logs 'NET/IB : No device found' (INFO, not
+    WARN) and runs on TCP sockets; the same silent fallback that ``parse`` fails as ND102."""
+    facts, ib = node.facts, node.nccl_ib
+    devs = [d for d in facts.rdma_devices if not d.is_efa]
+    if not devs or ib.usable or not facts.gpus or node.settings.get("NCCL_NET") is not None:  # NCCL_NET: ND222
+        return []
+    ports = [f"{d.name}:{p.port} {p.state}/{p.phys_state}" for d in devs for p in d.ports]
+    over = ", ".join(node.nccl_socket.ifaces[:4]) or "no interface"
+    return [_f("ND209", FAIL, node, f"no IB/RoCE port is ACTIVE ({', '.join(ports)}): NCCL finds no IB device and "
+               f"silently falls back to TCP sockets over {over} for all inter-node traffic",
+               "check each port with `ibstat` (State must be Active, Physical state LinkUp), the cables and switch "
+               "ports, and that a subnet manager answers (`sminfo`; RoCE: the switch port and `ethtool <netdev>`)",
+               device=", ".join(f"{d.name}:{p.port}" for d in devs for p in d.ports))]
 
 
 def check_net(node: NodeProbe) -> list[Finding]:
@@ -288,34 +395,35 @@ def check_net(node: NodeProbe) -> list[Finding]:
     if net is None:
         return []
     n, ib, devs = classify_net(net), node.nccl_ib, node.facts.rdma_devices
-    head = f"NCCL_NET={net}{_src(node, 'NCCL_NET')}"
+    head = f"NCCL_NET={show(net)}{_src(node, 'NCCL_NET')}"
+    drop = _undo_fix(node, [("NCCL_NET", None)])
     fails = f"NCCL init fails ('Error: network {net} not found' / 'Failed to initialize any NET plugin')"
     if n.kind == "ib" and not ib.ports:
         if ib.disabled_by:
-            why, fix = f"{ib.disabled_by} turns the IB transport off", f"unset {ib.disabled_by.split('=')[0]}"
+            why, fix = f"{ib.disabled_by} turns the IB transport off", _undo_fix(node, [(v, "0") for v in ib.disablers])
         elif ib.usable:
-            why, fix = f"NCCL_IB_HCA={ib.hca_value} selects none of the active ports", "unset NCCL_IB_HCA"
+            why, fix = f"NCCL_IB_HCA={show(ib.hca_value)} selects none of the active ports", _undo_fix(node, [("NCCL_IB_HCA", None)])
         elif devs and all(d.is_efa for d in devs):
-            why, fix = "EFA devices are not IB devices (they need the aws-ofi-nccl plugin)", "unset NCCL_NET"
+            why, fix = "EFA devices are not IB devices (they need the aws-ofi-nccl plugin)", drop
         elif devs:
-            why, fix = "no RDMA port is ACTIVE with an IB/Ethernet link layer", "unset NCCL_NET (or fix the ports: see ND209)"
+            why, fix = "no RDMA port is ACTIVE with an IB/Ethernet link layer", f"{drop} (or fix the ports: see ND209)"
         else:
-            why, fix = "this node has no RDMA device (InfiniBand/RoCE)", "unset NCCL_NET"
+            why, fix = "this node has no RDMA device (InfiniBand/RoCE)", drop
         return [_f("ND222", FAIL, node, f"{head} but {why}: {fails}", fix)]
     if n.kind == "typo":
         usable = n.meant != "IB" or bool(ib.usable)
-        fix = f"export NCCL_NET={n.meant}" if usable else "unset NCCL_NET"
+        fix = _set_fix(node, "NCCL_NET", n.meant) if usable else drop
         return [_f("ND222", FAIL, node, f"{head} is not a network name NCCL knows (IB, Socket, or a plugin's name; "
                    f"did you mean {n.meant}?): {fails}", fix)]
     if n.kind == "plugin" and n.plugin in RDMA_PLUGIN_NETS and not ib.usable:
         return [_f("ND222", FAIL, node, f"{head}: that plugin (nccl-rdma-sharp-plugins) drives IB/RoCE ports and "
-                   f"none is active here: {fails}", "unset NCCL_NET")]
+                   f"none is active here: {fails}", drop)]
     if n.kind == "plugin" and n.plugin in EFA_PLUGIN_NETS and not any(d.is_efa for d in devs):
         return [_f("ND222", WARN, node, f"{head}: aws-ofi-nccl uses EFA devices and there are none here; unless its "
-                   f"libfabric provider is set to another one (FI_PROVIDER), {fails}", "unset NCCL_NET")]
+                   f"libfabric provider is set to another one (FI_PROVIDER), {fails}", drop)]
     if n.kind == "unknown":
         return [_f("ND222", WARN, node, f"{head} is not a built-in network (IB, Socket) nor a known plugin name; "
-                   f"if no installed plugin registers it, {fails}", "unset NCCL_NET")]
+                   f"if no installed plugin registers it, {fails}", drop)]
     return []
 
 
@@ -390,7 +498,7 @@ def check_gloo(node: NodeProbe) -> list[Finding]:
     g, best = node.gloo, best_socket_ifaces(node)
     fix = f"export GLOO_SOCKET_IFNAME={best[0]}" if best else "set GLOO_SOCKET_IFNAME to the inter-node interface"
     if g.rule == "GLOO_SOCKET_IFNAME":
-        v = node.settings.get("GLOO_SOCKET_IFNAME")
+        v = show(node.settings.get("GLOO_SOCKET_IFNAME") or "")
         for name in g.missing:
             close = [i.name for i in node.facts.interfaces if i.name.startswith(name.lstrip("^=")) and i.addresses]
             hint = f"; Gloo takes exact names only (did you mean {close[0]}?)" if close else ""
@@ -429,61 +537,144 @@ def check_env(node: NodeProbe) -> list[Finding]:
     out: list[Finding] = []
     s = node.settings
     for name, st in sorted(s.values.items()):
-        v, src = st.value, _src(node, name)
-        if v == "":
+        if st.value == "":
             continue
-        if name in INT_VARS:
-            n, ok = parse_c_int(v)
-            if not ok:
-                meaning = f"NCCL reads it as {n}"
-                if name.endswith("_DISABLE") and n == 0:
-                    meaning += f": {name.removesuffix('_DISABLE').removeprefix('NCCL_')} stays ENABLED"
-                out.append(_f("ND217", WARN, node, f"{name}={v}{src} is not an integer; {meaning}",
-                              f"export {name}=1" if name.endswith("_DISABLE") else f"unset {name}"))
-        if name in ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL") and gdr_level(v) is None:
-            up = f" (did you mean {v.upper()}?)" if v.upper() in ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS") else ""
-            node_hint = " (NODE is an nvidia-smi term; NCCL calls it PHB)" if v.upper() == "NODE" else ""
-            out.append(_f("ND218", WARN, node, f"{name}={v}{src} is not a level NCCL knows (names are case-sensitive)"
-                          f"{up}{node_hint}; NCCL ignores it and uses its default", f"export {name}=PXB"))
-        if name == "NCCL_DEBUG" and v.upper() not in DEBUG_LEVELS:
-            out.append(_f("ND218", WARN, node, f"NCCL_DEBUG={v}{src} is not one of {', '.join(DEBUG_LEVELS)}; NCCL "
-                          "prints nothing extra", "export NCCL_DEBUG=INFO"))
-        if name == "NCCL_CROSS_NIC" and parse_c_int(v)[1] and parse_c_int(v)[0] not in (0, 1, 2):
-            out.append(_f("ND218", WARN, node, f"NCCL_CROSS_NIC={v}{src}: valid values are 0, 1, 2 (default 2)",
-                          "unset NCCL_CROSS_NIC"))
-        if name == "NCCL_P2P_DISABLE" and parse_c_int(v)[1] and parse_c_int(v)[0] not in (0, 1):
-            out.append(_f("ND218", WARN, node, f"NCCL_P2P_DISABLE={v}{src}: only 1 disables P2P; NCCL ignores {v}",
-                          "unset NCCL_P2P_DISABLE"))
-        if name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE") and parse_c_int(v) == (1, True):
-            what = "NVLink/PCIe peer-to-peer" if name == "NCCL_P2P_DISABLE" else "the shared-memory transport"
-            out.append(_f("ND221", WARN, node, f"{name}=1{src} turns off {what} inside the node: intra-node "
-                          "collectives slow down a lot", f"unset {name}"))
-        if name.startswith("NCCL_") and name not in INT_VARS:
-            if name in DEPRECATED_TORCH:
-                out.append(_f("ND219", WARN, node, f"{name} is the pre-2.2 PyTorch name (deprecated)",
-                              f"export TORCH_{name}={v}; unset {name}"))
-            elif name in NOT_READ:
-                out.append(_f("ND219", WARN, node, f"{name} is not read by NCCL: {NOT_READ[name]}", f"unset {name}"))
-            else:
-                guess = did_you_mean(name)
-                if guess:
-                    out.append(_f("ND219", WARN, node, f"{name} is not an NCCL variable; did you mean {guess}?",
-                                  f"export {guess}={v}; unset {name}"))
+        if name != name.strip():
+            out += _spaced_name(node, st)
+            continue
+        out += _value_findings(node, st)
+        out += _name_findings(node, st)
     if s.missing_conf_file:
         path = s.missing_conf_file
         rel = "" if path.startswith("/") else " (a relative path: NCCL opens it from the job's working directory)"
         out.append(_f("ND220", WARN, node, f"NCCL_CONF_FILE={path}: no such readable file{rel}; NCCL ignores it "
                       "silently, so none of its settings apply (and ~/.nccl.conf is not read instead)",
                       "point NCCL_CONF_FILE at the existing file, or unset NCCL_CONF_FILE", file=path))
-    from_files = [st for st in s.values.values() if st.source != "environment"]
     for path in s.conf_files:
-        mine = [st for st in from_files if st.source == path]
-        quoted = [st for st in mine if st.value[:1] in ("'", '"')]
-        out.append(_f("ND220", WARN if quoted else PASS, node,
-                      f"{path} sets {', '.join(f'{st.name}={st.value}' for st in mine) or 'nothing new'}"
-                      + (" (values are taken verbatim: the quotes are part of the value)" if quoted else ""),
-                      f"remove the quotes in {path}" if quoted else None, file=path))
+        out.append(_conf_file_finding(node, path))
     return out
+
+
+def _value_findings(node: NodeProbe, st: Setting) -> list[Finding]:
+    """Values NCCL reads otherwise than the user meant (ND217, ND218) or that slow it down (ND221)."""
+    out: list[Finding] = []
+    name, v, src = st.name, st.value, _src(node, st.name)
+    sv = show(v)
+    if name in INT_VARS:
+        n, ok = parse_c_int(v)
+        if not ok:
+            out.append(_not_integer(node, st, n))
+    if name in ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL") and gdr_level(v) is None:
+        up = f" (did you mean {v.upper()}?)" if v.upper() in ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS") else ""
+        node_hint = " (NODE is an nvidia-smi term; NCCL calls it PHB)" if v.upper() == "NODE" else ""
+        out.append(_f("ND218", WARN, node, f"{name}={sv}{src} is not a level NCCL knows (names are case-sensitive)"
+                      f"{up}{node_hint}; NCCL ignores it and uses its default", f"export {name}=PXB"))
+    if name == "NCCL_DEBUG" and v.upper() not in DEBUG_LEVELS:
+        out.append(_f("ND218", WARN, node, f"NCCL_DEBUG={sv}{src} is not one of {', '.join(DEBUG_LEVELS)}; NCCL "
+                      "prints nothing extra", "export NCCL_DEBUG=INFO"))
+    if name == "NCCL_CROSS_NIC" and parse_c_int(v)[1] and parse_c_int(v)[0] not in (0, 1, 2):
+        out.append(_f("ND218", WARN, node, f"NCCL_CROSS_NIC={sv}{src}: valid values are 0, 1, 2 (default 2)",
+                      _undo_fix(node, [(name, None)])))
+    if name == "NCCL_P2P_DISABLE" and parse_c_int(v)[1] and parse_c_int(v)[0] not in (0, 1):
+        out.append(_f("ND218", WARN, node, f"NCCL_P2P_DISABLE={sv}{src}: only 1 disables P2P; NCCL ignores {sv}",
+                      _undo_fix(node, [(name, None)])))
+    if name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE") and parse_c_int(v) == (1, True):
+        what = "NVLink/PCIe peer-to-peer" if name == "NCCL_P2P_DISABLE" else "the shared-memory transport"
+        out.append(_f("ND221", WARN, node, f"{name}=1{src} turns off {what} inside the node: intra-node "
+                      "collectives slow down a lot", _undo_fix(node, [(name, "0")])))
+    return out
+
+
+def _not_integer(node: NodeProbe, st: Setting, n: int) -> Finding:
+    """ND217. The obvious fix for a ``*_DISABLE`` flag is ``=1``, unless this tool would then flag that
+    (IB off with active ports, P2P off): then back to the default, as ND207/ND221 say."""
+    name, src = st.name, _src(node, st.name)
+    meaning = f"NCCL reads it as {n}"
+    if name.endswith("_DISABLE") and n == 0:
+        meaning += f": {name.removesuffix('_DISABLE').removeprefix('NCCL_')} stays ENABLED"
+    if "#" in st.value and st.source != "environment":
+        meaning += " (nccl.conf has no end-of-line comments: '#' starts a comment only in column 0)"
+    if not name.endswith("_DISABLE"):
+        return _f("ND217", WARN, node, f"{name}={show(st.value)}{src} is not an integer; {meaning}",
+                  _undo_fix(node, [(name, None)]))
+    bad = _rejected(node, name, "1")
+    if bad is not None:
+        meaning += f"; {name}=1 would be flagged too ({bad.code})"
+    fix = _undo_fix(node, [(name, "0")]) if bad is not None else _set_fix(node, name, "1")
+    return _f("ND217", WARN, node, f"{name}={show(st.value)}{src} is not an integer; {meaning}", fix,
+              file=_conf_file(node, name))
+
+
+def _name_findings(node: NodeProbe, st: Setting) -> list[Finding]:
+    """ND219: names NCCL (or torch's Gloo) does not read: deprecated, ignored, or misspelt."""
+    name, v = st.name, st.value
+    if not name.startswith(("NCCL_", "GLOO_")) or name in INT_VARS:
+        return []
+    if name in DEPRECATED_TORCH:
+        return [_f("ND219", WARN, node, f"{name}{_src(node, name)} is the pre-2.2 PyTorch name (deprecated)",
+                   f"export TORCH_{name}={v}; unset {name}")]
+    if name in NOT_READ:
+        return [_f("ND219", WARN, node, f"{name}{_src(node, name)} is not read by NCCL: {NOT_READ[name]}",
+                   _undo_fix(node, [(name, None)]))]
+    guess = did_you_mean(name)
+    if not guess:
+        return []
+    what = "a Gloo" if name.startswith("GLOO_") else "an NCCL"
+    return [_renamed(node, st, guess, v, f"{name}{_src(node, name)} is not {what} variable; did you mean {guess}?")]
+
+
+def _spaced_name(node: NodeProbe, st: Setting) -> list[Finding]:
+    """``NAME = value`` in nccl.conf: NCCL's setEnvFile keeps the spaces, so it sets a variable named
+    ``'NAME '`` (value ``' value'``) that nothing reads."""
+    bare = st.name.strip()
+    if not bare.startswith(("NCCL_", "GLOO_")):
+        return []
+    where = f"{st.source} line {st.line}" if st.source != "environment" else "the environment"
+    head = (f"spaces around '=' in {where} ({st.name}={st.value}): NCCL sets a variable named {st.name!r} to "
+            f"{st.value!r}, which nothing reads, so {bare} is not set by it; write {bare}={st.value.strip()}")
+    return [_renamed(node, st, bare, st.value.strip(), head)]
+
+
+def _renamed(node: NodeProbe, st: Setting, target: str, value: str, head: str) -> Finding:
+    """ND219 for a name nothing reads that stands for ``target``. The fix renames it only when that is
+    safe: ``target`` is not already set, and this tool would not flag ``target=value``; else it only
+    removes the wrong name. A conf file line is changed in the file."""
+    conf = st.source != "environment"
+    other = node.settings.values.get(target)
+    bad = None
+    if other is not None and other.value != "":
+        head += f" ({target} is already set to {show(other.value)}{_src(node, target)}: just remove {st.name.strip()})"
+    else:
+        bad = _rejected(node, target, value, drop=st.name)
+        if bad is not None:
+            head += f" (but {target}={show(value)} would itself be flagged here: {bad.code} {bad.message})"
+    if other is not None and other.value != "" or bad is not None:
+        fix = f"delete line {st.line} of {st.source}" if conf else f"unset {st.name}"
+        if bad is not None and bad.fix and f"{target}=" in bad.fix:  # a value that works, not just "unset"
+            fix += f" (for {target}, {bad.code} suggests: {bad.fix})"
+    elif conf:
+        fix = f"change line {st.line} of {st.source} to {target}={value}"
+    else:
+        fix = f"export {target}={value}; unset {st.name}"
+    return _f("ND219", WARN, node, head, fix, file=st.source if conf else None)
+
+
+def _conf_file_finding(node: NodeProbe, path: str) -> Finding:
+    """ND220: what a conf file sets; quotes and CRLF line ends are kept in the values by NCCL."""
+    mine = [st for st in node.settings.values.values() if st.source == path]
+    quoted = [st for st in mine if st.value[:1] in ("'", '"')]
+    crlf = [st for st in mine if st.value.endswith("\r")]
+    shown = [show(f"{st.name}={st.value}") if st.name != st.name.strip() else f"{st.name}={show(st.value)}" for st in mine]
+    msg = f"{path} sets {', '.join(shown) or 'nothing new'}"
+    fixes = []
+    if quoted:
+        msg += " (values are taken verbatim: the quotes are part of the value)"
+        fixes.append(f"remove the quotes in {path}")
+    if crlf:
+        msg += ("; the file has Windows (CRLF) line ends and NCCL keeps the carriage return (\\r) at the end of "
+                f"{', '.join(st.name for st in crlf)}, so those values match or mean nothing")
+        fixes.append(f"convert the file: sed -i 's/\\r$//' {path} (or dos2unix {path})")
+    return _f("ND220", WARN if fixes else PASS, node, msg, "; ".join(fixes) or None, file=path)
 
 
 def no_interface_code(node: NodeProbe) -> str | None:
@@ -504,11 +695,25 @@ def nccl_line(node: NodeProbe) -> str:
         return f"NCCL cannot bootstrap: no interface selected (see {why})"
     if net_fails(node):
         return f"NCCL init fails: NCCL_NET={node.settings.get('NCCL_NET')} is not usable here (see ND222)"
-    net = node.settings.get("NCCL_NET")
-    plugin = net is not None and classify_net(net).kind in ("plugin", "unknown")
-    data = f"IB ports {', '.join(ib.ports)}" if ib.ports else f"plugin network {net}" if plugin else \
-        f"TCP sockets over {', '.join(sc.ifaces)}"
-    return f"NCCL bootstrap: {sc.bootstrap} ({sc.rule}); inter-node data: {data}"
+    return f"NCCL bootstrap: {sc.bootstrap} ({sc.rule}); inter-node data: {_data_path(node)[1]}"
+
+
+def _data_path(node: NodeProbe) -> tuple[str, str]:
+    """(transport, phrase): the network NCCL will use between nodes, for the JSON/summary and for ND200,
+    from one place so they never disagree. EFA is used only through aws-ofi-nccl, which may be missing."""
+    sc, ib = node.nccl_socket, node.nccl_ib
+    sockets = f"TCP sockets over {', '.join(sc.ifaces) or 'no interface'}"
+    if ib.plugin:
+        over = f" over IB ports {', '.join(ib.ports)}" if ib.ports else ""
+        return f"plugin {ib.plugin}", f"plugin network {show(ib.plugin)}{over}"
+    if ib.ports:
+        return "IB", f"IB ports {', '.join(ib.ports)}"
+    efa = [d.name for d in node.facts.rdma_devices if d.is_efa]
+    if efa and "NCCL_NET" not in ib.disablers:
+        return ("plugin (aws-ofi-nccl, if installed) else Socket",
+                f"aws-ofi-nccl (Libfabric) over EFA {', '.join(efa[:4])}{', ...' if len(efa) > 4 else ''} if that "
+                f"plugin is installed, else {sockets}")
+    return "Socket", sockets
 
 
 def check_summary(node: NodeProbe) -> list[Finding]:
@@ -540,11 +745,12 @@ def exports(node: NodeProbe) -> list[str]:
     lines = []
     s, ib = node.settings, node.nccl_ib
     best = best_socket_ifaces(node)
-    if ib.disabled_by:
-        lines.append(f"unset {ib.disabled_by.split('=')[0]}")
+    for name in ib.disablers:
+        if _conf_origin(node, name) is None or ib.usable:
+            lines.append(_undo_line(node, name, IB_ON[name]))
     for name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"):
         if s.get(name) is not None and s.get(name) != "0":
-            lines.append(f"unset {name}")
+            lines.append(_undo_line(node, name, "0"))
     if best:
         lines.append(f"export NCCL_SOCKET_IFNAME=={','.join(best)}")
     healthy = _healthy_ports(node)
@@ -556,6 +762,15 @@ def exports(node: NodeProbe) -> list[str]:
     if best:
         lines.append(f"export GLOO_SOCKET_IFNAME={best[0]}")
     return lines
+
+
+def _undo_line(node: NodeProbe, name: str, default: str) -> str:
+    """``unset`` where only the environment sets it; over a nccl.conf value (NCCL rereads the file and
+    the environment wins) export the default instead."""
+    conf = _conf_origin(node, name)
+    if conf is None:
+        return f"unset {name}"
+    return f"export {name}={default}  # overrides {name}={show(conf.value)} in {conf.source} line {conf.line}"
 
 
 def _healthy_ports(node: NodeProbe) -> list[str]:
@@ -623,16 +838,10 @@ def node_dict(node: NodeProbe) -> dict[str, Any]:
 
 def _transport(node: NodeProbe) -> str:
     """The network NCCL will use between nodes: IB, Socket, or a plugin (EFA needs aws-ofi-nccl)."""
-    if node.nccl_ib.ports:
-        return "IB"
     net = node.settings.get("NCCL_NET")
     if net is not None and net_fails(node):
-        return f"none (NCCL_NET={net} is not usable here: init fails)"
-    if net is not None and classify_net(net).kind in ("plugin", "unknown"):
-        return f"plugin {net}"
-    if any(d.is_efa for d in node.facts.rdma_devices) and (net is None or net.lower() != "socket"):
-        return "plugin (aws-ofi-nccl, if installed) else Socket"
-    return "Socket"
+        return f"none (NCCL_NET={show(net)} is not usable here: init fails)"
+    return _data_path(node)[0]
 
 
 def _rdma_cell(i: Interface) -> str:

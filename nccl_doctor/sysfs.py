@@ -87,14 +87,15 @@ class FsReader:
 
     # -- reads ------------------------------------------------------------------------------------
     def read(self, path: str) -> str | None:
-        """File text with the trailing newline stripped; None if missing or unreadable (EINVAL...)."""
+        """File text with the trailing newline stripped; None if missing or unreadable (EINVAL...).
+        Line ends are kept as they are (no CRLF translation): NCCL reads nccl.conf byte for byte."""
         canon = self.canonical(path)
         if canon is None:
             return None
         if canon in self.files:
             return self.files[canon].rstrip("\n")
         try:
-            with open(self._host(canon), encoding="utf-8", errors="replace") as fh:
+            with open(self._host(canon), encoding="utf-8", errors="replace", newline="") as fh:
                 text = fh.read()
         except OSError:
             return None
