@@ -19,16 +19,24 @@ from pathlib import Path
 
 from .busbw import OPS, format_size, parse_size, parse_sizes
 from .errors import InputError
-from .launch import (LOG_ENV, SlurmInfo, StageFile, check_seconds, in_worker, launch_notes, parse_endpoint,
-                     plan_launch, port_from_env, self_launch, slurm_launch_config)
+from .launch import (LOG_ENV, SlurmInfo, StageFile, check_rdzv_port, check_seconds, in_worker, launch_notes,
+                     parse_endpoint, plan_launch, port_from_env, rdzv_port_origin, self_launch, slurm_launch_config)
 from .localize import Localisation, floor_gbps, pair_expected_gbps
-from .report import Finding, Report, Severity, Table, Where, exit_code, plural
+from .report import Finding, Report, Severity, Table, Where, exit_code, hosts_text, plural
 
 GROUPS = ("world", "intra", "inter")
 DEFAULT_OPS = "all_gather,reduce_scatter,all_reduce"
 DEFAULT_GROUPS = "world,intra,inter"  # intra and inter only where they differ from world
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_COLLECTIVE_TIMEOUT_S = 120.0
+# below these a deadline only measures how fast torch starts: the whole run includes torchrun's and each
+# rank's start-up (3-5 s on an idle 2-core box, more on a loaded GPU node); init_process_group waits for
+# every rank of every node to arrive, which the ranks' own imports can spread by seconds
+MIN_TIMEOUT_S = 10.0
+MIN_COLLECTIVE_TIMEOUT_S = 5.0
+_WHOLE_RUN = "the whole run, start-up of torchrun and of every rank included"
+MIN_SECONDS = {"timeout": (MIN_TIMEOUT_S, _WHOLE_RUN), "deadline": (MIN_TIMEOUT_S, _WHOLE_RUN),
+               "collective_timeout": (MIN_COLLECTIVE_TIMEOUT_S, "init_process_group waits for every rank to start")}
 OP_ALIASES = {"ag": "all_gather", "rs": "reduce_scatter", "ar": "all_reduce",
               "all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce"}
 DEFAULT_SIZES = {"cuda": "1M:1G:4", "cpu": "64K:64M:4"}
@@ -39,6 +47,7 @@ PAIR_SIZE = {"cuda": 256 << 20, "cpu": 16 << 20}
 ABOVE_LINK = 1.10  # busbw above 110% of the line rate cannot be a per-link figure
 MIN_ITERS = 5
 BIG_ENOUGH = {"nccl": 256 << 20, "gloo": 16 << 20}
+MISFIT_SKIP = "does not fit the HSDP mesh"  # in a skipped group's reason (bench_worker.build_groups)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -121,7 +130,8 @@ def check_args(args: argparse.Namespace) -> None:
     for name in ("timeout", "collective_timeout", "deadline"):
         v = getattr(args, name, None)
         if v is not None:
-            check_seconds(v, f"--{name.replace('_', '-')}")
+            low, why = MIN_SECONDS[name]
+            check_seconds(v, f"--{name.replace('_', '-')}", minimum=low, why=why)
     if getattr(args, "deadline", None) is not None:  # the old name wins: it is what the user typed
         args.timeout = args.deadline
     if args.rdzv_endpoint is not None:
@@ -156,6 +166,7 @@ def run(args: argparse.Namespace) -> Report | int:
     cfg = plan_launch(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
                       rdzv_id=args.rdzv_id, join_timeout_s=args.timeout + 60,  # our deadline fires first
                       deadline_s=args.timeout, env=os.environ, cpu=args.cpu)
+    check_rdzv_port(cfg, rdzv_port_origin(args.rdzv_endpoint, os.environ, cfg.nnodes))
     outcome = self_launch(worker_argv(args), cfg)
     code = outcome.final_code()
     if code is not None:
@@ -199,6 +210,9 @@ def launch_blockers(args: argparse.Namespace, env: Mapping[str, str], root: Path
 
 
 def _stage_fix(stage: str) -> str:
+    if stage == "start-up":
+        return (f"rerun with a longer --timeout (default {DEFAULT_TIMEOUT_S:.0f}): start-up alone (torchrun, "
+                "importing torch on every rank) took longer than the deadline")
     if stage == "rendezvous":
         return ("start nccl-doctor on every node (srun --ntasks-per-node=1 nccl-doctor bench), with the same "
                 "--rdzv-endpoint, and check that the rendezvous host's port is reachable from every node")
@@ -361,23 +375,68 @@ def measured_nothing(result) -> bool:
     return not result.results and not result.pairs
 
 
+def mesh_misfit(nodes) -> tuple[str, list[str]] | None:
+    """Why HSDP's 2-D mesh ``init_device_mesh(dev, (nodes, ranks per node))`` does not fit these nodes,
+    and the odd nodes; None when it fits. Odd: the nodes outside the most common rank count (on a tie,
+    the ones with fewer ranks: a missing GPU or a short CUDA_VISIBLE_DEVICES is the usual cause)."""
+    counts: dict[int, list[str]] = {}
+    for n in nodes:
+        counts.setdefault(len(n.ranks), []).append(n.host)
+    if len(counts) > 1:
+        ordered = sorted(counts.items(), key=lambda kv: (-len(kv[1]), -kv[0]))
+        odd = [h for _, hs in ordered[1:] for h in hs]
+        parts = [f"{hosts_text(hs)} {'runs' if len(hs) == 1 else 'run'} {plural(k, 'rank')}"
+                 for k, hs in ordered[1:] + ordered[:1]]
+        return "the nodes run different rank counts: " + ", ".join(parts), odd
+    local = len(nodes[0].ranks) if nodes else 0
+    odd_nodes = [n for n in nodes if tuple(n.ranks) != tuple(range(n.index * local, (n.index + 1) * local))]
+    if odd_nodes:
+        first = odd_nodes[0]
+        return (f"the ranks are not numbered node by node ({first.host} holds ranks "
+                f"{', '.join(map(str, first.ranks))})", [n.host for n in odd_nodes])
+    return None
+
+
+def _misfit_finding(result) -> Finding | None:
+    """ND001 (WARN) naming the nodes whose rank count (or rank order) keeps intra/inter, HSDP's fsdp and
+    dp dims, from being measured: the same shape would stop an HSDP job."""
+    misfit = mesh_misfit(result.nodes) if result.nnodes > 1 else None
+    if misfit is None:
+        return None
+    why, odd = misfit
+    odd_text = hosts_text(odd)
+    counts = why.startswith("the nodes run different rank counts")
+    return Finding(
+        code="ND001", severity=Severity.WARN, where=Where(host=odd_text),
+        message=f"{why}: the HSDP mesh (nodes x ranks per node) needs "
+                + ("the same rank count on every node" if counts else "node-major rank order")
+                + ", so the intra and inter groups (its fsdp and dp dims) were not measured",
+        fix=(f"start the same number of ranks on every node: the same --nproc-per-node everywhere (default: one "
+             f"per visible GPU), and the same visible GPUs (CUDA_VISIBLE_DEVICES, `nvidia-smi -L` on {odd_text})")
+        if counts else "number the ranks node by node (torchrun and srun do; check your launcher's RANK order)")
+
+
 def coverage(result, *, asked: bool) -> list[Finding]:
     """ND001 (WARN) for what was not measured: every skipped group when the user named the groups
-    (``asked``), and always when nothing at all was measured."""
+    (``asked``), and always when nothing at all was measured. Nodes whose rank count (or order) does not
+    fit the HSDP mesh are always named (one ND001 instead of one per group), whatever the groups asked for."""
+    misfit = _misfit_finding(result)
+    out = [misfit] if misfit is not None else []
     why = "; ".join(result.skipped) or "no group to measure"
     if measured_nothing(result):
         one_rank = result.nnodes * result.local_world_size == 1
-        return [Finding(code="ND001", severity=Severity.WARN,
-                        message=f"nothing was measured on {plural(result.nnodes, 'node')} x "
-                                f"{plural(result.local_world_size, 'rank')}: {why}",
-                        fix="run 2+ ranks: --nproc-per-node 2 on one node, or 2+ nodes" if one_rank else
-                            "intra needs 2+ ranks per node and inter 2+ nodes; on one node use --groups world "
-                            "(the default), across nodes leave out --no-pairs or add world")]
-    if asked and result.skipped:
-        return [Finding(code="ND001", severity=Severity.WARN, message=f"group not measured: {s}",
+        return out + [Finding(code="ND001", severity=Severity.WARN,
+                              message=f"nothing was measured on {plural(result.nnodes, 'node')} x "
+                                      f"{plural(result.local_world_size, 'rank')}: {why}",
+                              fix="run 2+ ranks: --nproc-per-node 2 on one node, or 2+ nodes" if one_rank else
+                                  "intra needs 2+ ranks per node and inter 2+ nodes; on one node use --groups world "
+                                  "(the default), across nodes leave out --no-pairs or add world")]
+    skipped = [s for s in result.skipped if misfit is None or MISFIT_SKIP not in s]
+    if asked and skipped:
+        out += [Finding(code="ND001", severity=Severity.WARN, message=f"group not measured: {s}",
                         fix="intra needs 2+ ranks per node and inter 2+ nodes, with the same rank count on "
-                            "every node") for s in result.skipped]
-    return []
+                            "every node") for s in skipped]
+    return out
 
 
 def _judge_wrong(result) -> list[Finding]:

@@ -224,15 +224,17 @@ def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) ->
     elif "world" in wanted:
         groups["world"] = dist.group.WORLD
     local = len(nodes[0].ranks)
-    uniform = all(n.ranks == tuple(range(n.index * local, (n.index + 1) * local)) for n in nodes)
     want_sub = [g for g in ("intra", "inter") if g in wanted]
     if not want_sub:
         return groups, skipped
+    from .bench import MISFIT_SKIP, mesh_misfit
+
+    misfit = mesh_misfit(nodes) if len(nodes) > 1 else None
+    if misfit is not None:  # before the 1-rank test: node 0 may be the odd one
+        skipped += [f"{g}: {MISFIT_SKIP} ({misfit[0]})" for g in want_sub]
+        return groups, skipped
     if len(nodes) == 1 or local == 1:
         skipped += [_why_not(g, len(nodes), local) for g in want_sub]
-        return groups, skipped
-    if not uniform:
-        skipped += [f"{g}: nodes have different rank counts or non-contiguous ranks" for g in want_sub]
         return groups, skipped
     from torch.distributed.device_mesh import init_device_mesh
 

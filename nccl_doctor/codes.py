@@ -95,6 +95,7 @@ CODES: dict[str, Code] = _table(
     ("ND405", "node-missing", "Nodes of the allocation never arrived at the rendezvous; they are named."),
     ("ND406", "stage-failed", "A stage failed or passed its deadline; names the stage and the ranks behind."),
     ("ND407", "node-lost", "A node stopped responding mid-run (no heartbeat); the others stopped fast."),
+    ("ND408", "rank-count-mismatch", "Nodes would start different numbers of ranks (GPUs, --nproc-per-node): none starts."),
     ("ND410", "fsdp-smoke", "The FSDP2 + DCP training smoke test failed on some rank (pass: it ran)."),
 )
 

@@ -107,6 +107,31 @@ def _kind(key: str):
     return next((v for prefix, v in KINDS.items() if key.startswith(prefix)), None)
 
 
+RANKS_FIX = ("start the same number of ranks on every node: request the same GPUs per node (`--gpus-per-node`) "
+             "and check what the odd nodes see (`nvidia-smi -L`, CUDA_VISIBLE_DEVICES), or pass one "
+             "--nproc-per-node to every node; drain a node that lost a GPU")
+
+
+def compare_ranks(nodes: list[Mapping[str, str]]) -> list[Finding]:
+    """Ranks per node (``ranks.per_node``, set by preflight with its cause in ``ranks.source``): ranks are
+    numbered node * count + local, so nodes that disagree would collide instead of failing cleanly."""
+    groups: dict[str, list[str]] = {}
+    causes: dict[str, set[str]] = {}
+    for n in nodes:
+        if "ranks.per_node" in n:
+            value = n["ranks.per_node"]
+            groups.setdefault(value, []).append(n.get("host", "?"))
+            causes.setdefault(value, set()).add(n.get("ranks.source", "?"))
+    if len(groups) < 2:
+        return []
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), int(kv[0]) if kv[0].isdigit() else 0))
+    sides = "; ".join(f"{v} on {hosts_text(h)} ({', '.join(sorted(causes[v]))})" for v, h in ordered)
+    odd = [h for _, hosts in ordered[1:] for h in hosts]
+    return [Finding(code="ND408", severity=Severity.FAIL, fix=RANKS_FIX, where=Where(host=hosts_text(odd)),
+                    message=f"ranks per node differ across nodes: {sides}; no rank was started",
+                    evidence=tuple(f"{h}: {v} ranks" for v, hosts in ordered for h in hosts[:4]))]
+
+
 def compare(nodes: list[Mapping[str, str]]) -> list[Finding]:
     """One finding per key whose value is not the same on every node (a missing key reads ``(unset)``).
 
@@ -131,4 +156,4 @@ def compare(nodes: list[Mapping[str, str]]) -> list[Finding]:
             message=f"{what} {name} differs across nodes: {sides}",
             fix=fix, where=Where(host=hosts_text(odd), iface=name if what == "NIC" else None),
             evidence=tuple(f"{h}: {name}={value}" for value, hosts in ordered for h in hosts[:4])))
-    return findings
+    return compare_ranks(nodes) + findings

@@ -11,6 +11,7 @@ Nothing here imports torch; the parent stays light and the workers import it the
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import math
@@ -124,12 +125,15 @@ def check_port(port: int, name: str) -> int:
     return port
 
 
-def check_seconds(value: float, option: str) -> float:
+def check_seconds(value: float, option: str, *, minimum: float | None = None, why: str = "") -> float:
     """A deadline option: finite, > 0 and at most a week. ``inf`` or ``1e400`` would pass ``> 0`` and
-    then overflow ``int()`` or ``timedelta`` deep inside torchrun or a rank (a traceback per rank)."""
+    then overflow ``int()`` or ``timedelta`` deep inside torchrun or a rank (a traceback per rank).
+    ``minimum``: below it the deadline cannot mean anything (``why`` says what it must cover)."""
     if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
         raise InputError(f"{option} {value:g}: expected a finite number of seconds, > 0 and at most "
                          f"{MAX_SECONDS} (7 days)")
+    if minimum is not None and value < minimum:
+        raise InputError(f"{option} {value:g}: the minimum is {minimum:g} seconds" + (f" ({why})" if why else ""))
     return value
 
 
@@ -227,6 +231,62 @@ def local_addresses() -> dict[str, set[str]]:
 
     return {name: {a.address for a in addrs if a.family == socket.AF_INET}
             for name, addrs in psutil.net_if_addrs().items()}
+
+
+def port_busy(port: int) -> str | None:
+    """Why this node cannot listen on ``port`` (the rendezvous store's port) on every address, as torch's
+    TCPStore will; None when it can. SO_REUSEADDR as TCPStore sets it: a TIME_WAIT leftover of an earlier
+    run is no conflict, a listening socket is."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+        except OSError as exc:
+            return "already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc)).lower()
+    return None
+
+
+def hosts_store(cfg: "LaunchConfig") -> bool:
+    """This node will host the rendezvous store: we told torchrun so (``is_host``), or the run is one node
+    on one of this node's addresses. A loopback endpoint across "nodes" lets torchrun decide (two launchers
+    on one machine: the second joins the first's store), so it is never ours to check."""
+    if cfg.is_host is not None:
+        return cfg.is_host
+    if cfg.nnodes != 1:
+        return False
+    host, _ = parse_endpoint(cfg.rdzv_endpoint)
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or any(host in ips for ips in local_addresses().values())
+
+
+def check_rdzv_port(cfg: "LaunchConfig", origin: str) -> None:
+    """On the node that hosts the rendezvous store, a port another program holds is one error line before
+    torchrun starts (torchrun would print a traceback here while every other node waits its deadline).
+    ``origin``: where the port came from (``rdzv_port_origin``), so the fix names what to change."""
+    if not hosts_store(cfg):
+        return
+    host, port = parse_endpoint(cfg.rdzv_endpoint)
+    why = port_busy(port)
+    if why is None:
+        return
+    where = f"{socket.gethostname()}, the rendezvous host" if cfg.nnodes > 1 else socket.gethostname()
+    every = " (the same on every node)" if cfg.nnodes > 1 else ""
+    fix = {"--rdzv-endpoint": f"pick a free port, --rdzv-endpoint {host}:OTHERPORT{every}",
+           "MASTER_PORT": f"set MASTER_PORT to a free port{every}"}.get(
+        origin, f"set MASTER_PORT to a free port{every}, or pass --rdzv-endpoint {host}:OTHERPORT")
+    raise InputError(f"rendezvous port {port} (from {origin}) is {why} on {where}: {fix}")
+
+
+def rdzv_port_origin(rdzv_endpoint: str | None, env: Mapping[str, str], nnodes: int) -> str:
+    """Where ``plan_launch`` took the rendezvous port from (for the busy-port error's fix)."""
+    if rdzv_endpoint is not None:
+        return "--rdzv-endpoint"
+    if port_from_env(env) is not None:
+        return "MASTER_PORT"
+    return "29500 + job id % 1000" if nnodes > 1 and slurm_launch_config(env) else "a free port"
 
 
 def free_port() -> int:
@@ -404,6 +464,8 @@ class LaunchOutcome:
     host: str
     cfg: LaunchConfig
     log_path: str | None = None  # torchrun's and the workers' full stderr; kept only when something failed
+    launcher_error: str | None = None  # the last line of torchrun's own traceback, when it printed one
+    phase: str | None = None  # how far torchrun got when the deadline fired (``torchrun_phase``)
 
     @property
     def worker_code(self) -> int | None:
@@ -420,18 +482,34 @@ class LaunchOutcome:
             return None
         return max(self.worker_code, 0 if self.returncode == 0 else max(self.returncode, 1))
 
+    @property
+    def starting(self) -> bool:
+        """The deadline fired while torchrun or the workers were still starting (importing torch)."""
+        return self.timed_out and not self.stages and self.phase in ("starting", "workers")
+
     def stuck_stage(self) -> str:
-        """The earliest stage any local rank was stuck in; ``rendezvous`` when no worker started."""
+        """The earliest stage any local rank was stuck in; ``rendezvous`` when no worker started
+        (``start-up`` when the deadline fired before torchrun reached the rendezvous, or after it but
+        before any worker reported)."""
         if not self.stages:
-            return "rendezvous"
+            return "start-up" if self.starting else "rendezvous"
         pending = [s for s in self.stages if s.code is None]
         return min(pending, key=lambda s: s.since).stage if pending else "shutdown"
 
     def describe(self) -> str:
         """One paragraph for the user: the stage, and the local ranks that did not finish."""
-        what = "deadline of %.0f s expired" % self.cfg.deadline_s if self.timed_out else \
+        what = f"deadline of {self.cfg.deadline_s:g} s expired" if self.timed_out else \
             f"torchrun exited with code {self.returncode} before the workers reported a verdict"
         expected = self.cfg.nproc_per_node
+        if self.starting:
+            where = ("torchrun had not reached the rendezvous yet (still importing torch)" if self.phase == "starting"
+                     else "the rendezvous was complete, but no local rank had started yet (importing torch)")
+            return (f"{what} during start-up on {self.host}: {where}; the deadline was shorter than the "
+                    "start-up took, which says nothing about the network")
+        if not self.stages and not self.timed_out:
+            return (f"torchrun exited with code {self.returncode} before starting any worker on {self.host} "
+                    f"(rendezvous {self.cfg.rdzv_endpoint}, id {self.cfg.rdzv_id})"
+                    + (f": {self.launcher_error}" if self.launcher_error else "; its output is in the launch log"))
         if not self.stages and self.cfg.nnodes == 1:
             return (f"{what} in stage rendezvous: no worker started on {self.host} (a 1-node rendezvous at "
                     f"{self.cfg.rdzv_endpoint}, id {self.cfg.rdzv_id}); this node cannot open or reach that "
@@ -439,7 +517,8 @@ class LaunchOutcome:
         if not self.stages:
             return (f"{what} in stage rendezvous: no worker started on {self.host} "
                     f"(waiting for {self.cfg.nnodes} nodes at {self.cfg.rdzv_endpoint}, id {self.cfg.rdzv_id}); "
-                    "the other nodes did not join, or cannot reach the rendezvous host")
+                    "the other nodes did not join, or cannot reach the rendezvous host (or another program holds "
+                    "its port: the rendezvous host then says so)")
         pending = [s for s in self.stages if s.code is None]
         parts = [f"rank {s.rank} in {s.stage}" + (f" ({s.error})" if s.error else "") for s in pending]
         missing = expected - len(self.stages)
@@ -490,13 +569,16 @@ def _run_torchrun(argv: list[str], base: dict, cfg: LaunchConfig, stage_dir: Pat
         base.pop(var, None)
     start = time.monotonic()
     proc = subprocess.Popen(argv, env=base, start_new_session=True, stderr=subprocess.PIPE)
-    relay = threading.Thread(target=relay_stderr, args=(proc.stderr, sys.stderr, Path(log_name)), daemon=True)
+    filt = StderrFilter()
+    relay = threading.Thread(target=relay_stderr, args=(proc.stderr, sys.stderr, Path(log_name), filt), daemon=True)
     relay.start()
     timed_out = False
+    phase = None
     try:
         rc = proc.wait(timeout=cfg.deadline_s)
     except subprocess.TimeoutExpired:
         timed_out = True
+        phase = torchrun_phase(tmp)  # before the kill: how far torchrun had got
         rc = _kill_group(proc, grace_s)
     except BaseException:  # Ctrl-C or SIGTERM: stop the ranks, which live in a session of their own
         ignore_sigterm()  # a second one must not cut the stopping short
@@ -509,28 +591,64 @@ def _run_torchrun(argv: list[str], base: dict, cfg: LaunchConfig, stage_dir: Pat
         Path(log_name).unlink(missing_ok=True)
         log_path = None
     else:
+        _show(getattr(sys.stderr, "buffer", sys.stderr), filt.deferred)  # store errors matter in a failed run
         what = "hit the deadline" if timed_out else f"exited with code {rc}"
         print(f"nccl-doctor: the local workers {what}; torchrun's and the workers' stderr: {log_name}",
               file=sys.stderr, flush=True)
     stages = tuple(read_stages(stage_dir))
     return LaunchOutcome(returncode=rc, timed_out=timed_out, elapsed_s=time.monotonic() - start,
-                         stages=stages, host=socket.gethostname(), cfg=cfg, log_path=log_path)
+                         stages=stages, host=socket.gethostname(), cfg=cfg, log_path=log_path,
+                         launcher_error=filt.errors[0] if filt.errors else None, phase=phase)
+
+
+def torchrun_phase(tmp: Path) -> str | None:
+    """How far torchrun got, from the log dir it makes in its TMPDIR (``torchelastic_*``, made once its
+    imports are done and its arguments parsed; ``<run id>_*/attempt_N`` once the rendezvous is complete
+    and it starts the workers): "starting", "rendezvous" or "workers"; None when it cannot be read."""
+    try:
+        roots = [p for p in tmp.iterdir() if p.name.startswith("torchelastic_")]
+        if not roots:
+            return "starting"
+        return "workers" if any(next(p.glob("*/attempt_*"), None) for p in roots) else "rendezvous"
+    except OSError:
+        return None
 
 
 # torchrun's own noise: its glog-style log lines, and the ChildFailedError traceback and box it prints
 # when a worker exits non-zero (or its SignalException traceback when we stop it on Ctrl-C or the deadline).
 # Our workers already said what failed; the launcher says where the log is.
 _ELASTIC_LINE = re.compile(rb"^\[?[IWEF]\d{4} [\d:. ]+\d+ .*torch/distributed/(elastic|run)")
+# c10d's C++ warnings: "[W1130 12:41:53.153939801 socket.cpp:207] [c10d] ..." (a rank's may start "[rank3]:")
+_C10D_LINE = re.compile(rb"^(\[rank\d+\]:)?\[[IWEF]\d{4} [\d:.]+ \w+\.cpp:\d+\] ")
+# always harmless: the reverse lookup of a peer's address failed (no PTR record); the connection works
+_C10D_HARMLESS = (b"The hostname of the client socket cannot be retrieved",)
+# a store connection that broke (with a C++ stack dump after it): at shutdown the store's host may exit
+# while another node still talks to it, a race that is harmless in a run that passed; shown if it failed
+_C10D_BROKEN = re.compile(rb"(recv\w* failed|send\w* failed|should dump\" flag|Connection was likely closed|"
+                          rb"Connection reset by peer|Broken pipe)")
+_DUMP_LINE = re.compile(rb"^(Exception raised from |frame #\d+: )")
+# torchrun's own frames (its main, launcher, agent, rendezvous): a traceback with no other frame is
+# torchrun's (a busy rendezvous port, a store it cannot reach); a worker's always has nccl_doctor frames
+_TORCHRUN_FRAME = re.compile(rb'^\s+File "[^"]*/torch/distributed/(run\.py|elastic/|launcher/)')
+_FROZEN_FRAME = re.compile(rb'^\s+File "<frozen ')
+_CHAIN = (b"The above exception was the direct cause of the following exception:",
+          b"During handling of the above exception, another exception occurred:")
 
 
 class StderrFilter:
     """Line by line: True for lines to show. Holds a Python traceback back until its last line says
     whose it is (torchrun's ChildFailedError is dropped with the box after it, its SignalException when
-    we stop it; any other is shown)."""
+    we stop it, any traceback of torchrun's own code too, its last line kept in ``errors`` for the report;
+    a worker's is shown). c10d's harmless warnings are dropped; broken store connections (the shutdown
+    race) go to ``deferred``, for the launcher to show only when the run failed. The log keeps it all."""
 
     def __init__(self):
         self.held: list[bytes] = []
         self.box = 0  # "=====" lines still to swallow after a ChildFailedError
+        self.deferred: list[bytes] = []
+        self.errors: list[str] = []  # the last line of each torchrun traceback dropped
+        self._dump = False  # inside a deferred c10d stack dump
+        self._after_drop = False  # blank and "The above exception..." lines between dropped tracebacks
 
     def feed(self, line: bytes) -> list[bytes]:
         text = line.rstrip(b"\r\n")
@@ -548,23 +666,58 @@ class StderrFilter:
                 return []
             if text.startswith(b"torch.distributed.elastic.multiprocessing.api.SignalException"):
                 return []
+            if _torchrun_traceback(held):
+                self.errors.append(text.decode(errors="replace"))
+                self._after_drop = True
+                return []
             return held
+        if self._dump:
+            if _DUMP_LINE.match(text) or not text:
+                self.deferred.append(line)
+                self._dump = bool(text)
+                return []
+            self._dump = False
+        if self._after_drop:
+            if not text or text in _CHAIN:
+                return []
+            self._after_drop = False
         if text.startswith(b"Traceback (most recent call last):"):
             self.held = [line]
             return []
         if _ELASTIC_LINE.match(text) or text.startswith(b"torch.distributed.elastic.multiprocessing.errors"):
             return []
+        if _C10D_LINE.match(text):
+            if any(h in text for h in _C10D_HARMLESS):
+                return []
+            if _C10D_BROKEN.search(text):
+                self.deferred.append(line)
+                self._dump = True
+                return []
         return [line]
+
+    @property
+    def busy(self) -> bool:
+        """A traceback, box or dump is being held back: a partial line must wait for it."""
+        return bool(self.held or self.box or self._dump)
 
     def flush(self) -> list[bytes]:
         held, self.held = self.held, []
+        if held and _torchrun_traceback(held):  # cut short (torchrun killed mid-traceback)
+            return []
         return held
 
 
-def relay_stderr(src, dst, log: Path) -> None:
+def _torchrun_traceback(lines: list[bytes]) -> bool:
+    """Every frame is torchrun's own (or runpy's), at least one being torch.distributed's launcher."""
+    frames = [x for x in lines if x.lstrip().startswith(b'File "')]
+    own = [x for x in frames if _TORCHRUN_FRAME.match(x)]
+    return bool(own) and all(_TORCHRUN_FRAME.match(x) or _FROZEN_FRAME.match(x) for x in frames)
+
+
+def relay_stderr(src, dst, log: Path, filt: StderrFilter | None = None) -> None:
     """Copy torchrun's stderr to ``log`` whole, and to ``dst`` without torchrun's own noise. Partial
     lines (a progress bar redrawing with \\r) pass at once."""
-    filt = StderrFilter()
+    filt = filt or StderrFilter()
     out = getattr(dst, "buffer", dst)
     pending = b""
     with open(log, "ab") as fh:
@@ -577,7 +730,7 @@ def relay_stderr(src, dst, log: Path) -> None:
             pending += chunk
             *lines, pending = pending.split(b"\n")
             shown = [x for line in lines for x in filt.feed(line + b"\n")]
-            if pending and (b"\r" in pending or b"\x1b" in pending) and not filt.held and not filt.box:
+            if pending and (b"\r" in pending or b"\x1b" in pending) and not filt.busy:
                 shown.append(pending)
                 pending = b""
             _show(out, shown)

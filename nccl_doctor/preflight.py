@@ -50,6 +50,10 @@ BENCH_SIZES = {"cpu": (1 << 20, 4 << 20), "cuda": (64 << 20, 256 << 20)}
 DEFAULT_TIMEOUT_S = 180.0
 DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0  # NCCL init on thousands of ranks takes 10-30 s
 DEFAULT_RENDEZVOUS_TIMEOUT_S = 60.0
+RUN_KEY = "nccl-doctor/run"  # node 0 writes its run's identity first: followers check it before writing anything
+CLOSED_KEY = "rendezvous/closed"  # node 0 stopped waiting; the value lists the nodes it gave up on
+HANDSHAKE_S = 10.0  # a port that accepts but does not answer the store handshake for this long is not our store
+OWNER_WAIT_S = 5.0  # for node 0's run key to appear on a store that answered
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -73,8 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"for every node to arrive (default: {DEFAULT_RENDEZVOUS_TIMEOUT_S:.0f})")
     n = p.add_argument_group("rendezvous (derived from SLURM_* under srun)")
     n.add_argument("--port", type=int, metavar="PORT",
-                   help="rendezvous port on node 0, 1-65535 (default: MASTER_PORT, else 29500 + job id %% 1000 "
-                        "under Slurm, else a free port; a MASTER_PORT that is not a port is an error)")
+                   help="rendezvous port on node 0, 1-65535 (default: MASTER_PORT, else 29500 + (job id + step id) "
+                        "%% 1000 under Slurm, else a free port; a MASTER_PORT that is not a port is an error)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -112,20 +116,33 @@ def run(args: argparse.Namespace) -> Report | int:
         from .preflight_worker import run_worker
 
         return run_worker(args, os.environ)
+    user_log_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's socket warnings would bury the report
     plan = node_plan(args, os.environ)
-    launcher = Launcher(args, plan, os.environ)
+    launcher = Launcher(args, plan, os.environ)  # the ranks get ERROR (or the user's level)
+    if user_log_level is None:  # this process reports its own store failures: no C++ stack dumps from c10d
+        os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
     outcome = launcher.run()
     if outcome.report is None:  # another node holds the full report; say the verdict in one line
         print(f"{PREFIX} ({plan.host}): {outcome.verdict.upper()}: {outcome.summary}", flush=True)
-        return outcome.code
+        return _exit_now(outcome.code)
     from .cli import emit
 
     try:
         code = emit(outcome.report, args)
     finally:  # only now: a follower that exits first may get the whole step killed (srun --kill-on-bad-exit)
         launcher.publish(outcome)
-    return outcome.code if outcome.code == 2 else code
+    return _exit_now(outcome.code if outcome.code == 2 else code)
+
+
+def _exit_now(code: int) -> int:
+    """A store connect we gave up on is still blocked in C++: exiting the normal way would tear torch down
+    under it (``terminate called without an active exception``). Everything is written: leave at once."""
+    if any(t.is_alive() for t in _ABANDONED):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 # --- where this node stands ------------------------------------------------------------------------
@@ -139,6 +156,9 @@ class NodePlan:
     nproc: int
     slurm: bool
     host: str
+    run_id: str = ""  # what every node of this run shares and no other run does (Slurm: job.step)
+    step: str = ""
+    nproc_source: str = ""  # why this node starts ``nproc`` ranks (compared across nodes)
 
     @property
     def is_head(self) -> bool:
@@ -152,16 +172,71 @@ def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
     host = socket.gethostname()
     slurm = slurm_launch_config(env)
     nproc = args.nproc_per_node or default_nproc(env, slurm, cpu=args.cpu)
+    source = nproc_source(args, env, slurm)
     if slurm is None or slurm.nnodes == 1:
         port = args.port or port_from_env(env) or free_port()
         return NodePlan(nnodes=1, node_rank=0, hosts=(host,), head="127.0.0.1", port=port, nproc=nproc,
-                        slurm=slurm is not None, host=host)
+                        slurm=slurm is not None, host=host, run_id=f"{host}.{os.getpid()}", nproc_source=source)
     if not env.get("SLURM_STEP_ID") or not env.get("SLURM_NODEID"):
         raise InputError(f"this {slurm.nnodes}-node allocation needs one preflight per node: run "
                          "`srun --ntasks-per-node=1 nccl-doctor preflight` (not bare in the batch script)")
     one_task_per_node(slurm, "preflight")
+    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "0"
+    step = env["SLURM_STEP_ID"]
+    port = args.port or port_from_env(env) or step_port(job, step)
     return NodePlan(nnodes=slurm.nnodes, node_rank=int(env["SLURM_NODEID"]), hosts=slurm.hosts,
-                    head=slurm.rdzv_host, port=args.port or slurm.port, nproc=nproc, slurm=True, host=host)
+                    head=slurm.rdzv_host, port=port, nproc=nproc, slurm=True, host=host,
+                    run_id=f"{job}.{step}", step=step, nproc_source=source)
+
+
+def step_port(job: str, step: str) -> int:
+    """29500 + (job id + step id) % 1000: step 0 keeps the job's usual port, and two preflight steps of one
+    job running at once (``srun --overlap``) do not meet on one port."""
+    from .launch import DEFAULT_PORT
+
+    num = (int(job) if job.isdigit() else 0) + (int(step) if step.isdigit() else 0)
+    return DEFAULT_PORT + num % 1000
+
+
+def nproc_source(args: argparse.Namespace, env: Mapping[str, str], slurm) -> str:
+    """Why this node starts the ranks it does, in the words of the fix (compared across nodes)."""
+    from .launch import visible_gpus
+
+    if args.nproc_per_node:
+        return f"--nproc-per-node {args.nproc_per_node}"
+    if args.cpu:
+        return "--cpu: 2 CPU ranks"
+    if gpus := visible_gpus(env):
+        cvd = env.get("CUDA_VISIBLE_DEVICES")
+        return f"{plural(gpus, 'visible GPU')}" + (f" (CUDA_VISIBLE_DEVICES={cvd})" if cvd is not None else "")
+    if slurm is not None and slurm.gpus_on_node:
+        return f"SLURM_GPUS_ON_NODE={slurm.gpus_on_node}"
+    return "no GPU visible: 2 CPU ranks"
+
+
+# --- what only a multi-node run turns into a failure ---------------------------------------------
+RANKS_CODE = "ND408"
+
+
+def rank_facts(nproc: int, source: str) -> dict[str, str]:
+    """Compared across nodes by ``consistency.compare``: the count, and why (for the message and the fix)."""
+    return {"ranks.per_node": str(nproc), "ranks.source": source}
+
+
+def multi_node_findings(findings: list[Finding], node, nnodes: int) -> list[Finding]:
+    """On 2+ nodes a Gloo interface that is loopback cannot reach the other nodes: the probe's WARN
+    (ND216) becomes a FAIL here, on the node that has it, before any rank starts (NCCL's loopback
+    bootstrap, ND206, is a FAIL already)."""
+    loop = {n for n in node.gloo.ifaces if (i := node.facts.iface(n)) is not None
+            and (i.kind == "loopback" or n == node.facts.loopback)} if node.gloo.rule == "GLOO_SOCKET_IFNAME" else set()
+    out = []
+    for f in findings:
+        if f.code == "ND216" and f.severity is Severity.WARN and f.where.iface in loop:
+            f = Finding(code=f.code, severity=Severity.FAIL, where=f.where, evidence=f.evidence, fix=f.fix,
+                        message=f"{f.message} (this job spans {nnodes} nodes: Gloo's connections between nodes "
+                                "fail)")
+        out.append(f)
+    return out
 
 
 # --- findings made here --------------------------------------------------------------------------------
@@ -177,8 +252,78 @@ STAGE_FIX = {
     "init": "check that every node reaches the others on GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME "
             "(`nccl-doctor probe` on each) and that firewalls allow the ephemeral ports",
 }
+# probe/consistency findings that explain ranks failing to connect (interfaces NCCL or Gloo use)
+EXPLAINS_RANK_FAILURES = {"ND201", "ND202", "ND203", "ND204", "ND206", "ND215", "ND216", "ND224"}
 DEFAULT_FIX = ("read the named hosts first: `nccl-doctor probe` there, dmesg, and the NCCL log; drain a host "
                "that fails again (`scontrol update nodename=HOST state=drain reason=preflight`)")
+
+
+def port_fix(port: int, head: str) -> str:
+    return (f"pass a free port on every node: `--port PORT` (or export MASTER_PORT); `ss -ltnp 'sport = :{port}'` "
+            f"on {head} shows who holds {port}; run one preflight at a time per allocation")
+
+
+def _first_line(exc: BaseException | None) -> str:
+    if exc is None:
+        return "timed out"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (its launch: ``exec`` keeps the start time), from /proc."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        start = int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return float(Path("/proc/uptime").read_text().split()[0]) - start
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _accepts(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+_ABANDONED: list[threading.Thread] = []  # connects given up on: the process must not wait for them at exit
+
+
+def connect_store(host: str, port: int, window: float, *, handshake_s: float = HANDSHAKE_S):
+    """A TCPStore client, within ``window`` seconds whatever holds the port: ``(store, error, silent)``.
+
+    First wait (bounded) until the port accepts a plain TCP connection: TCPStore's own retries on a refused
+    port outlast its timeout. Then the store handshake runs in a daemon thread: TCPStore waits for its
+    answer without a timeout, so a foreign listener that accepts and never answers would hold us for as
+    long as it lives. If the handshake has not finished ``handshake_s`` seconds later, ``silent`` is that
+    many seconds and the thread is abandoned (``run`` then exits without waiting for it)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    end = time.monotonic() + window
+    while not _accepts(host, port, timeout=min(1.0, max(0.1, end - time.monotonic()))):
+        if time.monotonic() >= end:
+            return None, None, 0.0
+        time.sleep(0.25)
+    box: dict = {}
+
+    def connect():
+        try:
+            box["store"] = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                                         timeout=timedelta(seconds=max(1.0, end - time.monotonic())))
+        except Exception as exc:  # noqa: BLE001 - reported by the caller
+            box["error"] = exc
+
+    th = threading.Thread(target=connect, daemon=True, name="preflight-connect")
+    th.start()
+    grace = min(handshake_s, max(2.0, window))
+    th.join(grace)
+    if th.is_alive():
+        _ABANDONED.append(th)
+        return None, None, grace
+    return box.get("store"), box.get("error"), 0.0
 
 
 def _expand(hostlists) -> list[str]:
@@ -275,6 +420,7 @@ class Launcher:
         self.store = None
         self.log_dir: Path | None = None  # made in run(), where every exit path removes it
         self.stop_beat = threading.Event()
+        self.nodes: list[dict] = []  # every node's probe, once all arrived (node 0)
         self.absent: set[int] = set()  # nodes that never arrived or stopped heart-beating: no ack expected
         self.measured_nothing = False  # the ranks ran but measured nothing: the verdict is "could not run"
 
@@ -313,17 +459,14 @@ class Launcher:
         if mine["fatal"] and self.plan.nnodes == 1:  # nobody to rendezvous with: stop here, no rank started
             return self._probe_stop([mine])
         t = time.monotonic()
-        try:
-            self._connect()
-        except Exception as exc:  # noqa: BLE001 - any store failure means the head is not reachable
-            return self._alone(mine, "rendezvous", f"cannot reach the rendezvous store on {self.plan.head}:"
-                               f"{self.plan.port} (node 0) within {self.args.rendezvous_timeout:.0f} s: "
-                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        refused = self._open_store(mine) if self.plan.is_head else self._join_store(mine)
+        if refused is not None:  # nothing was written to a store that is not this run's
+            return refused
         self.store.set(f"node/{self.plan.node_rank}", json.dumps(mine))
         self._start_heartbeat()
         if self.plan.is_head:
             return self._lead(mine, t)
-        return self._follow(mine)
+        return self._late(mine) or self._follow(mine)
 
     # --- steps every node takes ----------------------------------------------------------------
     def _probe(self) -> dict:
@@ -332,39 +475,124 @@ class Launcher:
 
         node = probe_node("/", self.env)
         findings = check(node)
+        if self.plan.nnodes > 1:
+            findings = multi_node_findings(findings, node, self.plan.nnodes)
         facts = node_facts(node, self.env, host=self.plan.host)
+        facts.update(rank_facts(self.plan.nproc, self.plan.nproc_source))
         fatal = [f for f in findings if f.severity is Severity.FAIL]
         if fatal:
             self.say("probe FAILED: " + "; ".join(f"{f.code} {f.message}" for f in fatal[:3]))
         return {"host": self.plan.host, "node": self.plan.node_rank, "facts": facts,
                 "findings": [f.as_dict() for f in findings], "fatal": bool(fatal)}
 
-    def _connect(self) -> None:
+    def _window(self) -> float:
+        return max(1.0, min(self.args.rendezvous_timeout, self.deadline - time.monotonic()))
+
+    def _open_store(self, mine: dict) -> Outcome | None:
+        """Node 0: open the store and stamp it with this run's identity before anyone else writes."""
         from datetime import timedelta
 
         import torch.distributed as dist
 
-        timeout = timedelta(seconds=max(1.0, min(self.args.rendezvous_timeout, self.deadline - time.monotonic())))
-        self.store = dist.TCPStore(self.plan.head, self.plan.port, is_master=self.plan.is_head, timeout=timeout,
-                                   wait_for_workers=False)
+        port, head = self.plan.port, self.plan.host
+        try:
+            self.store = dist.TCPStore(self.plan.head, port, is_master=True, wait_for_workers=False,
+                                       timeout=timedelta(seconds=self._window()))
+        except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError
+            text = str(exc)
+            if "EADDRINUSE" in text or "address already in use" in text.lower():
+                return self._alone(mine, "rendezvous", f"port {port} is already in use on node 0 ({head}): another "
+                                   "program or another nccl-doctor run (a second preflight step in this job) holds "
+                                   "it", fix=port_fix(port, head), code="ND406", host=head)
+            return self._alone(mine, "rendezvous", f"node 0 ({head}) cannot open the rendezvous store on port "
+                               f"{port}: {_first_line(exc)}", fix=port_fix(port, head), code="ND406", host=head)
+        self.store.set(RUN_KEY, json.dumps({"run": self.plan.run_id, "step": self.plan.step, "host": head}))
+        return None
+
+    def _join_store(self, mine: dict) -> Outcome | None:
+        """A follower: connect to node 0's store, bounded (TCPStore's own connect blocks for as long as a
+        silent listener keeps the connection open), and check it is this run's before writing anything."""
+        head, port = self.plan.hosts[0], self.plan.port
+        window = self._window()
+        age = process_age()  # seconds since this node's launch: a late node knows it is late
+        t0 = time.monotonic()
+        store, error, silent = connect_store(self.plan.head, port, window)
+        if silent:
+            return self._alone(mine, "rendezvous", f"port {port} on {head} (node 0) accepts connections but is not "
+                               f"an nccl-doctor store (no answer to the store handshake in {silent:.0f} s): another "
+                               "program holds it", fix=port_fix(port, head), code="ND406", host=head)
+        if store is None:
+            if age is not None and age - (time.monotonic() - t0) > self.args.rendezvous_timeout:
+                return self._late(mine, certain=False)
+            why = _first_line(error) if error else "nothing accepted connections on that port"
+            return self._alone(mine, "rendezvous", f"cannot reach the rendezvous store on {self.plan.head}:"
+                               f"{port} (node 0) within {window:.0f} s: {why}")
+        self.store = store
+        owner = self._owner(min(OWNER_WAIT_S, window))
+        if owner is None:
+            return self._alone(mine, "rendezvous", f"port {port} on {head} (node 0) answers as a TCP store but not "
+                               "an nccl-doctor run's: another program holds it", fix=port_fix(port, head),
+                               code="ND406", host=head)
+        if owner.get("run") != self.plan.run_id:
+            step = owner.get("step") or "?"
+            self.store = None  # not ours: write nothing there, not even the verdict
+            return self._alone(mine, "rendezvous", f"port {port} on {head} (node 0) is held by another nccl-doctor "
+                               f"run (step {step}; this is step {self.plan.step or '?'}) or another program",
+                               fix=port_fix(port, head), code="ND406", host=head)
+        return None
+
+    def _owner(self, wait_s: float) -> dict | None:
+        """The run identity node 0 stamped on the store (it does so at once), or None: not an nccl-doctor store."""
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                if self.store.check([RUN_KEY]):
+                    return json.loads(self.store.get(RUN_KEY).decode())
+            except (RuntimeError, OSError, ValueError):
+                return None
+            if time.monotonic() > end:
+                return None
+            time.sleep(0.05)
+
+    def _late(self, mine: dict, *, certain: bool = True) -> Outcome | None:
+        """This node arrived after node 0 stopped waiting: say so (node 0 decided without it), never blame
+        node 0. ``certain``: node 0's store says so; else the store is gone and this node started so long
+        ago that node 0's --rendezvous-timeout had passed before it arrived."""
+        if certain:
+            try:
+                closed = self._get(CLOSED_KEY)
+            except (RuntimeError, OSError):
+                return None
+            if closed is None or self.plan.node_rank not in json.loads(closed).get("missing", []):
+                return None
+        head = self.plan.hosts[0]
+        msg = (f"this node ({self.plan.host}) arrived after node 0 stopped waiting (--rendezvous-timeout "
+               f"{self.args.rendezvous_timeout:g} s); the run was already decided on {head}")
+        out = self._alone(mine, "rendezvous", msg, code="ND405", host=self.plan.host,
+                          fix=f"read the report on {head}; start preflight on every node together and find why "
+                              f"{self.plan.host} started late (slow file system, busy node), or raise "
+                              "--rendezvous-timeout")
+        out.report.summary = out.summary = msg
+        return out
 
     def _start_heartbeat(self) -> None:
+        """A second connection, opened in the heartbeat thread itself: it never blocks this one."""
         from datetime import timedelta
 
         import torch.distributed as dist
 
         key = f"hb/{self.plan.node_rank}"
-        beat_store = dist.TCPStore(self.plan.head, self.plan.port,
-                                   is_master=False, timeout=timedelta(seconds=10))
 
         def beat():
-            while not self.stop_beat.wait(HEARTBEAT_S):
-                try:
+            try:
+                beat_store = dist.TCPStore(self.plan.head, self.plan.port, is_master=False,
+                                           timeout=timedelta(seconds=10))
+                beat_store.add(key, 1)
+                while not self.stop_beat.wait(HEARTBEAT_S):
                     beat_store.add(key, 1)
-                except Exception:  # noqa: BLE001 - the head went away; the main loop notices too
-                    return
+            except Exception:  # noqa: BLE001 - the head went away; the main loop notices too
+                return
 
-        beat_store.add(key, 1)
         threading.Thread(target=beat, daemon=True, name="preflight-heartbeat").start()
 
     def _spawn_workers(self) -> None:
@@ -436,6 +664,8 @@ class Launcher:
                     self.store.add("acks", 1)
                 except (RuntimeError, OSError):
                     pass  # node 0 left already: we have its verdict
+                if not started and (late := self._late(mine)):  # posted just after node 0 stopped waiting
+                    return late
                 return Outcome(code=v["code"], verdict=v["verdict"], summary=v["summary"] + f" (report on "
                                f"{self.plan.hosts[0]})")
             if go:
@@ -460,14 +690,15 @@ class Launcher:
     def _workers_done(self) -> bool:
         return all(p.poll() is not None for p in self.procs)
 
-    def _alone(self, mine: dict, stage: str, why: str) -> Outcome:
-        """This node cannot reach the others: report what it knows itself, naming node 0."""
+    def _alone(self, mine: dict, stage: str, why: str, *, fix: str | None = None, code: str | None = None,
+               host: str | None = None) -> Outcome:
+        """This node cannot reach the others: report what it knows itself, naming node 0 (or ``host``)."""
         report = Report(command="preflight")
         report.extend(Finding.from_dict(f) for f in mine["findings"] if f["severity"] != "pass")
-        report.add(_finding("ND407" if stage != "rendezvous" else "ND405", Severity.FAIL,
-                            f"stage {stage}: {why}", STAGE_FIX.get(stage, DEFAULT_FIX),
-                            host=self.plan.hosts[0] if self.plan.nnodes > 1 else self.plan.host))
-        report.summary = f"stopped in stage {stage}"
+        report.add(_finding(code or ("ND407" if stage != "rendezvous" else "ND405"), Severity.FAIL,
+                            f"stage {stage}: {why}", fix or STAGE_FIX.get(stage, DEFAULT_FIX),
+                            host=host or (self.plan.hosts[0] if self.plan.nnodes > 1 else self.plan.host)))
+        report.summary = f"stopped in stage {stage}: {why}"
         report.data = {"stage": stage, "nodes": [mine["host"]], "timings_s": self.timings,
                        "localisation": {"skipped": f"this node stopped in stage {stage}"}}
         return Outcome(code=1, verdict="fail", summary=report.summary, report=report)
@@ -501,9 +732,16 @@ class Launcher:
             report.add(_finding("ND401", Severity.PASS, f"versions, NCCL/Gloo settings, NICs and net plugin "
                                 f"agree on all {self.plan.nnodes} nodes"))
         data["node_facts"] = [n["facts"] for n in nodes]
+        self.nodes = nodes
         self.mark("consistency", t)
         if any(n["fatal"] for n in nodes):
             return self._probe_stop(nodes, report)
+        uneven = [f for f in diffs if f.code == RANKS_CODE]
+        if uneven:  # the ranks' numbering assumes one count everywhere: they would collide, not fail cleanly
+            report.notes.append(f"no rank was started: the nodes would start different numbers of ranks "
+                                f"(odd: {uneven[0].where.host})")
+            self.say(f"consistency FAILED: {uneven[0].message}")
+            return self._decide(report, "consistency")
         self.store.set("go", "1")
         self.say(f"starting {plural(self.plan.nproc, 'rank')} per node")
         self._spawn_workers()
@@ -525,7 +763,11 @@ class Launcher:
         keys = [f"node/{i}" for i in range(self.plan.nnodes)]
         while time.monotonic() < end and not self.store.check(keys):
             time.sleep(0.1)
-        return [json.loads(self._get(k)) if self.store.check([k]) else None for k in keys]
+        nodes = [json.loads(self._get(k)) if self.store.check([k]) else None for k in keys]
+        missing = [i for i, n in enumerate(nodes) if n is None]
+        if missing:  # a node arriving from now on learns that it came too late (and is not blamed on us)
+            self.store.set(CLOSED_KEY, json.dumps({"missing": missing, "host": self.plan.host}))
+        return nodes
 
     def _add_probe_findings(self, report: Report, nodes: list[dict]) -> None:
         """Each node's WARN/FAIL probe findings; a PASS line per node would only bury them."""
@@ -630,25 +872,40 @@ class Launcher:
                                 "`scontrol show node`, and drain it before the job", host=hosts,
                                 evidence=ev))
         elif timeout:
+            cause, hosts, fix = self._explained_by(report)
             report.add(_finding("ND406", Severity.FAIL,
                                 f"stage {timeout} passed its deadline"
                                 + (f" ({self.args.timeout:.0f} s total)" if timeout == "total" else "")
-                                + f"; ranks that had not arrived: {behind_txt or 'none (all waiting in it)'}",
-                                STAGE_FIX.get(timeout.split()[0], DEFAULT_FIX),
-                                host=hosts_text(self._who(r) for r in behind) or None))
+                                + f"; ranks that had not arrived: {behind_txt or 'none (all waiting in it)'}" + cause,
+                                fix or STAGE_FIX.get(timeout.split()[0], DEFAULT_FIX),
+                                host=hosts or hosts_text(self._who(r) for r in behind) or None))
         else:
             first = min(errors) if errors else None
             where = self._who(first) if first is not None else self.plan.host
             why = (errors[first]["error"].splitlines()[0] if first is not None and errors[first]["error"]
                    else f"local {'rank' if len(local_dead) == 1 else 'ranks'} {local_dead} exited")
+            cause, hosts, fix = self._explained_by(report)
             report.add(_finding("ND406", Severity.FAIL,
                                 f"stage {stage} failed on rank {first} ({where}): {why}"
-                                + (f"; ranks that had not arrived: {behind_txt}" if behind_txt else ""),
-                                STAGE_FIX.get(stage.split()[0], DEFAULT_FIX), host=where, rank=first, evidence=ev))
+                                + (f"; ranks that had not arrived: {behind_txt}" if behind_txt else "") + cause,
+                                fix or STAGE_FIX.get(stage.split()[0], DEFAULT_FIX), host=hosts or where,
+                                rank=first, evidence=ev))
         report.data["stage"] = stage
         report.data["ranks"] = [{"rank": r, "host": self._who(r), "stage": st.stage} for r, st in enumerate(states)]
         self.say(f"FAILED in stage {stage}")
         return self._decide(report, stage)
+
+    def _explained_by(self, report: Report) -> tuple[str, str, str | None]:
+        """When ranks fail, the first rank to report is often a healthy node's (the one that waited for the
+        broken peer). A node's own probe (or a setting only some nodes have) that explains a failed
+        connection names the node to look at: ``(text to add, its hosts, its fix)``; empty when none does."""
+        why = [f for f in report.findings if f.severity is not Severity.PASS and f.where.host and (
+               f.code in EXPLAINS_RANK_FAILURES or (f.code == "ND402" and "SOCKET_IFNAME" in f.message))]
+        if not why:
+            return "", "", None
+        hosts = hosts_text(_expand(f.where.host for f in why))
+        return (f"; what explains it: {why[0].code} on {why[0].where.host}: {why[0].message}", hosts,
+                f"look at {hosts} first: {why[0].fix or DEFAULT_FIX}")
 
     def _finish(self, report: Report, result: dict) -> Outcome:
         """Merge rank 0's results, each node's parsed NCCL logs, then decide."""

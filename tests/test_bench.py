@@ -229,7 +229,7 @@ def test_plain_worker_ranks_all_exit_with_rank0_verdict(tmp_path):
 def test_hung_rank_is_named_with_its_stage():
     e = dict(env(), NCCL_DOCTOR_TEST_STALL="1:reduce_scatter")
     proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K", "--iters", "5",
-                           "--collective-timeout", "4", "--timeout", "60", "--format", "json"],
+                           "--collective-timeout", "5", "--timeout", "60", "--format", "json"],
                           capture_output=True, text=True, timeout=120, env=e)
     assert proc.returncode == 1, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
@@ -345,7 +345,7 @@ def test_one_rank_measures_nothing_and_cannot_pass(tmp_path):
     junit = tmp_path / "bench.xml"
     proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--nproc-per-node", "1", "--sizes", "64K",
                            "--format", "json", "--junit-out", str(junit)], capture_output=True, text=True,
-                          timeout=120, env=env())
+                          timeout=120, env=dict(env(), TMPDIR=str(tmp_path)))
     assert proc.returncode == 2, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["results"] == [] and doc["could_not_run"] == "nothing was measured"
@@ -354,10 +354,10 @@ def test_one_rank_measures_nothing_and_cannot_pass(tmp_path):
     assert 'errors="1"' in junit.read_text()
 
 
-def test_buffers_that_do_not_fit_in_memory_are_the_sizes_not_the_cluster():
+def test_buffers_that_do_not_fit_in_memory_are_the_sizes_not_the_cluster(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "4096G", "--ops", "ar",
                            "--no-pairs", "--iters", "1", "--format", "json"], capture_output=True, text=True,
-                          timeout=120, env=env())
+                          timeout=120, env=dict(env(), TMPDIR=str(tmp_path)))
     assert proc.returncode == 2, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     f = next(f for f in doc["findings"] if f["code"] == "ND310")
