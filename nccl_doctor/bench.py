@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .busbw import OPS, format_size, parse_size, parse_sizes
+from .consistency import majority_first
 from .errors import InputError
 from .launch import (LOG_ENV, SlurmInfo, StageFile, check_rdzv_port, check_seconds, in_worker, launch_notes,
                      parse_endpoint, plan_launch, port_from_env, rdzv_port_origin, self_launch, slurm_launch_config)
@@ -383,7 +384,7 @@ def mesh_misfit(nodes) -> tuple[str, list[str]] | None:
     for n in nodes:
         counts.setdefault(len(n.ranks), []).append(n.host)
     if len(counts) > 1:
-        ordered = sorted(counts.items(), key=lambda kv: (-len(kv[1]), -kv[0]))
+        ordered = majority_first(counts)
         odd = [h for _, hs in ordered[1:] for h in hs]
         parts = [f"{hosts_text(hs)} {'runs' if len(hs) == 1 else 'run'} {plural(k, 'rank')}"
                  for k, hs in ordered[1:] + ordered[:1]]

@@ -112,6 +112,12 @@ RANKS_FIX = ("start the same number of ranks on every node: request the same GPU
              "--nproc-per-node to every node; drain a node that lost a GPU")
 
 
+def majority_first(counts: Mapping[int, list[str]]) -> list[tuple[int, list[str]]]:
+    """Rank counts with their hosts, the most common first; on a tie the larger count first, so the nodes
+    with fewer ranks (a lost GPU, a short CUDA_VISIBLE_DEVICES: the usual cause) are the odd ones."""
+    return sorted(counts.items(), key=lambda kv: (-len(kv[1]), -kv[0]))
+
+
 def compare_ranks(nodes: list[Mapping[str, str]]) -> list[Finding]:
     """Ranks per node (``ranks.per_node``, set by preflight with its cause in ``ranks.source``): ranks are
     numbered node * count + local, so nodes that disagree would collide instead of failing cleanly."""
@@ -124,7 +130,7 @@ def compare_ranks(nodes: list[Mapping[str, str]]) -> list[Finding]:
             causes.setdefault(value, set()).add(n.get("ranks.source", "?"))
     if len(groups) < 2:
         return []
-    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), int(kv[0]) if kv[0].isdigit() else 0))
+    ordered = [(str(v), h) for v, h in majority_first({int(k) if k.isdigit() else 0: h for k, h in groups.items()})]
     sides = "; ".join(f"{v} on {hosts_text(h)} ({', '.join(sorted(causes[v]))})" for v, h in ordered)
     odd = [h for _, hosts in ordered[1:] for h in hosts]
     return [Finding(code="ND408", severity=Severity.FAIL, fix=RANKS_FIX, where=Where(host=hosts_text(odd)),

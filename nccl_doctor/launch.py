@@ -506,6 +506,9 @@ class LaunchOutcome:
                      else "the rendezvous was complete, but no local rank had started yet (importing torch)")
             return (f"{what} during start-up on {self.host}: {where}; the deadline was shorter than the "
                     "start-up took, which says nothing about the network")
+        if not self.stages and not self.timed_out and self.phase == "workers" and not self.launcher_error:
+            return (f"the workers on {self.host} exited (torchrun code {self.returncode}) before reporting any stage "
+                    "(a failing import of torch or CUDA, or a crash at start-up); their stderr is in the launch log")
         if not self.stages and not self.timed_out:
             return (f"torchrun exited with code {self.returncode} before starting any worker on {self.host} "
                     f"(rendezvous {self.cfg.rdzv_endpoint}, id {self.cfg.rdzv_id})"
@@ -586,6 +589,8 @@ def _run_torchrun(argv: list[str], base: dict, cfg: LaunchConfig, stage_dir: Pat
         raise
     finally:
         relay.join(timeout=grace_s)
+    if not timed_out:
+        phase = torchrun_phase(tmp)  # did it get as far as starting the workers?
     log_path: str | None = log_name
     if rc == 0 and not timed_out:
         Path(log_name).unlink(missing_ok=True)

@@ -427,7 +427,7 @@ def _ifname_set_fix(ifname: str, ifaces: set[str]) -> str:
     nccl-facts B.1/B.2), and the exact-match form that names one interface."""
     names = sorted({i.split(":", 1)[0] for i in ifaces})
     matched = f" (it selected {', '.join(names)} here)" if names else ""
-    exact = names[0] if len(names) == 1 else "<routable interface>"
+    exact = names[0] if len(names) == 1 and ifname != f"={names[0]}" and ifname != names[0] else "<routable interface>"
     return (f"NCCL_SOCKET_IFNAME={ifname} is set{matched}: ping the peer address from each node, check "
             f"firewalls/security groups, and name only the interface that routes between nodes, exactly: "
             f"NCCL_SOCKET_IFNAME=={exact}")
@@ -477,15 +477,17 @@ def _behind_finding(r: ParseResult) -> Finding | None:
     behind = set().union(*(g.ranks for seq, _, g in timed if seq == low)) - ahead
     if not behind:
         return None
+    untagged = pgs == {""}  # torch < 2.3 names no process group: sub-groups' SeqNums may be mixed in
     first = next(g for seq, _, g in sorted(timed, key=lambda t: t[0]) if seq == low)
     later = sorted({(seq, op) for seq, op, _ in timed if seq != low})
     said = ", ".join(f"SeqNum {seq} ({op})" for seq, op in later)
     who = _ranks_text(behind)
     return Finding(
-        code="ND118", severity=Severity.FAIL,
+        code="ND118", severity=Severity.WARN if untagged else Severity.FAIL,
         message=f"{who} {'is' if len(behind) == 1 else 'are'} behind: {'its' if len(behind) == 1 else 'their'} "
                 f"watchdog fired at SeqNum {low} ({first.kind.split()[0]}) while {_ranks_text(ahead)} had reached "
-                f"{said} and waited there",
+                f"{said} and waited there"
+                + (" (assuming one process group: these lines name none, torch < 2.3)" if untagged else ""),
         fix=(f"look at {who} first: what it was doing (`py-spy dump --pid PID`, or the flight recorder with "
              "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1), its GPU (`nvidia-smi`, Xid errors in "
              "`dmesg`), and whether it skipped or added a collective (code that runs on some ranks only)"),
@@ -579,7 +581,8 @@ def _socket_finding(r: ParseResult, lines: list[Evidence], comm: Comm | None, ho
     if signs:
         hca = _setting(r, "NCCL_IB_HCA")
         if ib_disabled:
-            fix = f"unset NCCL_IB_DISABLE (it is {ib_disable}): it turns NCCL's IB transport off"
+            fix = (f"export NCCL_IB_DISABLE=0 (it is {ib_disable}: it turns NCCL's IB transport off; NCCL echoes "
+                   "values from nccl.conf as 'set by environment' too, and the environment wins over the file)")
         elif hca and r.ib_no_device:
             fix = (f"NCCL_IB_HCA={hca} matches no ACTIVE port: compare with `ibstat` (or `ibv_devinfo`) on "
                    f"{no_dev[0] if no_dev else 'each node'} and list only ACTIVE ports (e.g. NCCL_IB_HCA==mlx5_0:1)")
@@ -596,7 +599,8 @@ def _socket_finding(r: ParseResult, lines: list[Evidence], comm: Comm | None, ho
     if ib_disabled:
         why = (f"NCCL_IB_DISABLE={ib_disable} turned NCCL's IB/RoCE transport off, so the log cannot show "
                "whether the nodes have RDMA")
-        fix = ("if the nodes have InfiniBand or RoCE (`ibstat` lists ACTIVE ports), unset NCCL_IB_DISABLE; on plain "
+        fix = ("if the nodes have InfiniBand or RoCE (`ibstat` lists ACTIVE ports), export NCCL_IB_DISABLE=0 (it "
+               "overrides nccl.conf too); on plain "
                "Ethernet prefer HSDP and raise NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD")
     elif "aws-ofi-nccl" in r.net_plugins and not r.ofi_providers:
         why = "the aws-ofi-nccl (EFA) plugin is installed but did not initialise, and NCCL fell back to sockets"

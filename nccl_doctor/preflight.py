@@ -252,8 +252,11 @@ STAGE_FIX = {
     "init": "check that every node reaches the others on GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME "
             "(`nccl-doctor probe` on each) and that firewalls allow the ephemeral ports",
 }
-# probe/consistency findings that explain ranks failing to connect (interfaces NCCL or Gloo use)
-EXPLAINS_RANK_FAILURES = {"ND201", "ND202", "ND203", "ND204", "ND206", "ND215", "ND216", "ND224"}
+# probe findings that explain ranks failing to connect between nodes, by the backend whose interface they are about
+EXPLAINS_RANK_FAILURES = {"gloo": {"ND215", "ND216"},
+                          "nccl": {"ND201", "ND202", "ND203", "ND204", "ND206", "ND224"}}
+# what a rank's error says when it is about connecting (not memory, CUDA or a bug)
+CONNECT_WORDS = ("connect", "Connection", "timed out", "Timeout", "timeout", "refused", "unreachable", "socket")
 DEFAULT_FIX = ("read the named hosts first: `nccl-doctor probe` there, dmesg, and the NCCL log; drain a host "
                "that fails again (`scontrol update nodename=HOST state=drain reason=preflight`)")
 
@@ -515,14 +518,13 @@ class Launcher:
         head, port = self.plan.hosts[0], self.plan.port
         window = self._window()
         age = process_age()  # seconds since this node's launch: a late node knows it is late
-        t0 = time.monotonic()
         store, error, silent = connect_store(self.plan.head, port, window)
         if silent:
             return self._alone(mine, "rendezvous", f"port {port} on {head} (node 0) accepts connections but is not "
                                f"an nccl-doctor store (no answer to the store handshake in {silent:.0f} s): another "
                                "program holds it", fix=port_fix(port, head), code="ND406", host=head)
         if store is None:
-            if age is not None and age - (time.monotonic() - t0) > self.args.rendezvous_timeout:
+            if age is not None and age > self.args.rendezvous_timeout:  # (age at arrival, before the wait)
                 return self._late(mine, certain=False)
             why = _first_line(error) if error else "nothing accepted connections on that port"
             return self._alone(mine, "rendezvous", f"cannot reach the rendezvous store on {self.plan.head}:"
@@ -590,8 +592,9 @@ class Launcher:
                 beat_store.add(key, 1)
                 while not self.stop_beat.wait(HEARTBEAT_S):
                     beat_store.add(key, 1)
-            except Exception:  # noqa: BLE001 - the head went away; the main loop notices too
-                return
+            except Exception as exc:  # noqa: BLE001 - the main loop notices the head going away too
+                if not self.stop_beat.is_set():  # else node 0 may name this node lost (ND407): say why here
+                    self.say(f"heartbeat to {self.plan.head}:{self.plan.port} stopped: {_first_line(exc)}")
 
         threading.Thread(target=beat, daemon=True, name="preflight-heartbeat").start()
 
@@ -884,7 +887,7 @@ class Launcher:
             where = self._who(first) if first is not None else self.plan.host
             why = (errors[first]["error"].splitlines()[0] if first is not None and errors[first]["error"]
                    else f"local {'rank' if len(local_dead) == 1 else 'ranks'} {local_dead} exited")
-            cause, hosts, fix = self._explained_by(report)
+            cause, hosts, fix = self._explained_by(report, why)
             report.add(_finding("ND406", Severity.FAIL,
                                 f"stage {stage} failed on rank {first} ({where}): {why}"
                                 + (f"; ranks that had not arrived: {behind_txt}" if behind_txt else "") + cause,
@@ -895,12 +898,18 @@ class Launcher:
         self.say(f"FAILED in stage {stage}")
         return self._decide(report, stage)
 
-    def _explained_by(self, report: Report) -> tuple[str, str, str | None]:
-        """When ranks fail, the first rank to report is often a healthy node's (the one that waited for the
-        broken peer). A node's own probe (or a setting only some nodes have) that explains a failed
-        connection names the node to look at: ``(text to add, its hosts, its fix)``; empty when none does."""
+    def _explained_by(self, report: Report, error: str = "timed out") -> tuple[str, str, str | None]:
+        """When ranks fail to connect across nodes, the first rank to report is often a healthy node's (the
+        one that waited for the broken peer). A node's own probe finding about the interface this backend
+        uses (or that setting differing between nodes) names the node to look at: ``(text to add, its hosts,
+        its fix)``. Empty on one node, for errors that are not about connecting (memory, CUDA), or when no
+        finding explains it."""
+        backend = self._backend()
+        var = "GLOO_SOCKET_IFNAME" if backend == "gloo" else "NCCL_SOCKET_IFNAME"
+        if self.plan.nnodes < 2 or not any(w in error for w in CONNECT_WORDS):
+            return "", "", None
         why = [f for f in report.findings if f.severity is not Severity.PASS and f.where.host and (
-               f.code in EXPLAINS_RANK_FAILURES or (f.code == "ND402" and "SOCKET_IFNAME" in f.message))]
+               f.code in EXPLAINS_RANK_FAILURES[backend] or (f.code == "ND402" and var in f.message))]
         if not why:
             return "", "", None
         hosts = hosts_text(_expand(f.where.host for f in why))

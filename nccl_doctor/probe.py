@@ -568,7 +568,8 @@ def _value_findings(node: NodeProbe, st: Setting) -> list[Finding]:
         up = f" (did you mean {v.upper()}?)" if v.upper() in ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS") else ""
         node_hint = " (NODE is an nvidia-smi term; NCCL calls it PHB)" if v.upper() == "NODE" else ""
         out.append(_f("ND218", WARN, node, f"{name}={sv}{src} is not a level NCCL knows (names are case-sensitive)"
-                      f"{up}{node_hint}; NCCL ignores it and uses its default", f"export {name}=PXB"))
+                      f"{up}{node_hint}; NCCL ignores it and uses its default",
+                      f"export {name}={v.upper() if up else 'PHB' if node_hint else 'PXB'}"))
     if name == "NCCL_DEBUG" and v.upper() not in DEBUG_LEVELS:
         out.append(_f("ND218", WARN, node, f"NCCL_DEBUG={sv}{src} is not one of {', '.join(DEBUG_LEVELS)}; NCCL "
                       "prints nothing extra", "export NCCL_DEBUG=INFO"))
@@ -612,7 +613,7 @@ def _name_findings(node: NodeProbe, st: Setting) -> list[Finding]:
         return []
     if name in DEPRECATED_TORCH:
         return [_f("ND219", WARN, node, f"{name}{_src(node, name)} is the pre-2.2 PyTorch name (deprecated)",
-                   f"export TORCH_{name}={v}; unset {name}")]
+                   f"export TORCH_{name}={show(v)}; " + _undo_fix(node, [(name, None)]))]
     if name in NOT_READ:
         return [_f("ND219", WARN, node, f"{name}{_src(node, name)} is not read by NCCL: {NOT_READ[name]}",
                    _undo_fix(node, [(name, None)]))]

@@ -109,7 +109,7 @@ def test_ib_disable_names_the_variable_not_the_hardware():
     report = diag("review3-ib-disable-socket.log")
     f = finding(report, "ND103")
     assert "NCCL_IB_DISABLE=1" in f.message and "no RDMA device in evidence" not in f.message
-    assert "unset NCCL_IB_DISABLE" in f.fix
+    assert "export NCCL_IB_DISABLE=0" in f.fix
     # "set by environment to 0." is the echo of NCCL_IB_DISABLE=0 (or of =true, which strtoll reads as 0)
     zero = diagnose(parse_lines([
         "n1:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.",

@@ -87,6 +87,7 @@ def test_a_second_run_on_the_same_port_touches_nothing_of_the_first(venv_env, tm
     A still waits for its own node 1 (and names it missing, not B's)."""
     port = _free_port()
     a_out = tmp_path / "a.json"
+    b0 = None
     a = subprocess.Popen(_preflight("--rendezvous-timeout", "12", "--timeout", "40", "--json-out", str(a_out)),
                          env=_env(venv_env, MASTER_PORT=str(port), **_slurm(0, step="0")),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -105,8 +106,8 @@ def test_a_second_run_on_the_same_port_touches_nothing_of_the_first(venv_env, tm
         b0_out, b0_err = b0.communicate(timeout=40)
         a_stdout, a_err = a.communicate(timeout=60)
     finally:
-        for p in (a,):
-            if p.poll() is None:
+        for p in (a, b0):
+            if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
     # B's follower: at once, naming what holds the port; nothing written to A's store
@@ -296,7 +297,7 @@ def test_failed_ranks_point_at_the_node_whose_own_probe_explains_it():
     from nccl_doctor.report import Finding, Report, Where
 
     plan = NodePlan(nnodes=2, node_rank=0, hosts=("n1", "n2"), head="n1", port=1, nproc=2, slurm=True, host="n1")
-    launcher = Launcher(argparse.Namespace(timeout=10, strict=False), plan, {})
+    launcher = Launcher(argparse.Namespace(timeout=10, strict=False, cpu=True), plan, {})  # Gloo
     try:
         report = Report(command="preflight")
         report.add(Finding(code="ND216", severity=Severity.WARN, where=Where(host="n2", iface="docker0"),
@@ -312,5 +313,12 @@ def test_failed_ranks_point_at_the_node_whose_own_probe_explains_it():
         # nothing explains it: the first rank to fail is named, as before
         out = launcher._fail(Report(command="preflight"), states, errors, [], [])
         assert out.summary == "stopped in stage init; look at n1"
+        # an error that is not about connecting is not explained by an interface: the failing rank is named
+        oom = {0: {"stage": "bench", "error": "RuntimeError: DefaultCPUAllocator: can't allocate memory"}}
+        report = Report(command="preflight")
+        report.add(Finding(code="ND216", severity=Severity.WARN, where=Where(host="n2", iface="docker0"),
+                           message="GLOO_SOCKET_IFNAME=docker0 ...", fix="export GLOO_SOCKET_IFNAME=eth1"))
+        out = launcher._fail(report, states, oom, [], [])
+        assert out.summary == "stopped in stage bench; look at n1"
     finally:
         shutil.rmtree(launcher.log_dir, ignore_errors=True)
