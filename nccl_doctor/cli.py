@@ -40,7 +40,8 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nccl-doctor",
         description="Find and explain multi-node NCCL/Gloo problems before and after a training job.",
-        epilog="Exit codes: 0 pass or warn, 1 fail (or warn with --strict), 2 usage error or unreadable input.",
+        epilog="Exit codes: 0 pass or warn, 1 fail (or warn with --strict), 2 usage error, unreadable input or "
+               "the check could not run, 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"nccl-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -56,7 +57,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def _inputs(args: argparse.Namespace) -> tuple[Path, ...]:
     """What the user gave us to read (never to be overwritten): log paths, and a probe ``--root``
     snapshot or tree (but not the live ``/``, which holds everything)."""
-    given = [*(getattr(args, "inputs", None) or ()), getattr(args, "root", None)]
+    given = [*(getattr(args, "inputs", None) or getattr(args, "paths", None) or ()), getattr(args, "root", None)]
     return tuple(Path(i) for i in given if i is not None and str(i) not in ("-", "/"))
 
 

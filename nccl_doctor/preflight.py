@@ -78,7 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     n = p.add_argument_group("rendezvous (derived from SLURM_* under srun)")
     n.add_argument("--port", type=int, metavar="PORT",
                    help="rendezvous port on node 0, 1-65535 (default: MASTER_PORT, else 29500 + (job id + step id) "
-                        "%% 1000 under Slurm, else a free port; a MASTER_PORT that is not a port is an error)")
+                        "%% 1000 under Slurm on 2+ nodes, else a free port; a MASTER_PORT that is not a port is an "
+                        "error)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
 

@@ -112,3 +112,13 @@ def test_help_lists_every_command():
                          timeout=60).stdout
     for cmd in ("probe", "parse", "bench", "preflight"):
         assert cmd in out
+
+
+def test_parse_refuses_its_own_input_as_output_before_any_work(tmp_path, capsys):
+    log = tmp_path / "job.log"
+    log.write_bytes((Path(__file__).resolve().parent.parent / "fixtures" / "nccl-logs" /
+                     "041-h20-ib-gdrdma-cumem-2node.log").read_bytes())
+    before = log.read_bytes()
+    assert main(["parse", str(log), "--json-out", str(log)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "is (inside) the input" in err and log.read_bytes() == before
