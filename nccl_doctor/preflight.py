@@ -41,6 +41,7 @@ from .report import Finding, Report, Severity, Table, Where, exit_code, hosts_te
 PREFIX = "nccl-doctor preflight"
 WORKER_ENV = "NCCL_DOCTOR_PREFLIGHT_WORKER"
 KILL_GRACE_S = 3.0  # between SIGTERM and SIGKILL to our ranks
+IMPORTED_AT = time.monotonic()  # this process's own start-up begins about here (a late node was delayed before)
 HEARTBEAT_S = 1.0
 HEARTBEAT_LOST_S = 6.0  # no heartbeat for this long: the node is gone
 STAGE_POLL_S = 1.0
@@ -123,7 +124,13 @@ def run(args: argparse.Namespace) -> Report | int:
     launcher = Launcher(args, plan, os.environ)  # the ranks get ERROR (or the user's level)
     if user_log_level is None:  # this process reports its own store failures: no C++ stack dumps from c10d
         os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
-    outcome = launcher.run()
+    try:
+        outcome = launcher.run()
+    except KeyboardInterrupt:  # (cli says "interrupted"); a store call given up on would abort a normal exit
+        if any(t.is_alive() for t in _ABANDONED):
+            print(f"{PREFIX}: interrupted", file=sys.stderr)
+            _exit_now(130)
+        raise
     if outcome.report is None:  # another node holds the full report; say the verdict in one line
         print(f"{PREFIX} ({plan.host}): {outcome.verdict.upper()}: {outcome.summary}", flush=True)
         return _exit_now(outcome.code)
@@ -424,6 +431,8 @@ class Launcher:
         self.store = None
         self.log_dir: Path | None = None  # made in run(), where every exit path removes it
         self.stop_beat = threading.Event()
+        self.beat_thread: threading.Thread | None = None
+        self.last_beat: float | None = None  # when node 0's store last answered this node's heartbeat
         self.nodes: list[dict] = []  # every node's probe, once all arrived (node 0)
         self.absent: set[int] = set()  # nodes that never arrived or stopped heart-beating: no ack expected
         self.measured_nothing = False  # the ranks ran but measured nothing: the verdict is "could not run"
@@ -450,6 +459,10 @@ class Launcher:
             try:
                 self.stop_beat.set()
                 self._kill_workers()
+                if self.beat_thread is not None:  # a C++ store call still running at exit aborts the process
+                    self.beat_thread.join(2)
+                    if self.beat_thread.is_alive():
+                        _ABANDONED.append(self.beat_thread)
             finally:
                 if self.log_dir is not None:
                     shutil.rmtree(self.log_dir, ignore_errors=True)
@@ -470,6 +483,7 @@ class Launcher:
         self._start_heartbeat()
         if self.plan.is_head:
             return self._lead(mine, t)
+        self._start_watchdog()
         return self._late(mine) or self._follow(mine)
 
     # --- steps every node takes ----------------------------------------------------------------
@@ -518,14 +532,15 @@ class Launcher:
         silent listener keeps the connection open), and check it is this run's before writing anything."""
         head, port = self.plan.hosts[0], self.plan.port
         window = self._window()
-        age = process_age()  # seconds since this node's launch: a late node knows it is late
+        age = process_age()  # seconds since this node's launch; less our own start-up: how late it was started
+        delay = None if age is None else age - (time.monotonic() - IMPORTED_AT)
         store, error, silent = connect_store(self.plan.head, port, window)
         if silent:
             return self._alone(mine, "rendezvous", f"port {port} on {head} (node 0) accepts connections but is not "
                                f"an nccl-doctor store (no answer to the store handshake in {silent:.0f} s): another "
                                "program holds it", fix=port_fix(port, head), code="ND406", host=head)
         if store is None:
-            if age is not None and age > self.args.rendezvous_timeout:  # (age at arrival, before the wait)
+            if delay is not None and delay > self.args.rendezvous_timeout:  # started after node 0's whole window
                 return self._late(mine, certain=False)
             why = _first_line(error) if error else "nothing accepted connections on that port"
             return self._alone(mine, "rendezvous", f"cannot reach the rendezvous store on {self.plan.head}:"
@@ -591,13 +606,42 @@ class Launcher:
                 beat_store = dist.TCPStore(self.plan.head, self.plan.port, is_master=False,
                                            timeout=timedelta(seconds=10))
                 beat_store.add(key, 1)
+                self.last_beat = time.monotonic()
                 while not self.stop_beat.wait(HEARTBEAT_S):
                     beat_store.add(key, 1)
+                    self.last_beat = time.monotonic()
             except Exception as exc:  # noqa: BLE001 - the main loop notices the head going away too
                 if not self.stop_beat.is_set():  # else node 0 may name this node lost (ND407): say why here
                     self.say(f"heartbeat to {self.plan.head}:{self.plan.port} stopped: {_first_line(exc)}")
 
-        threading.Thread(target=beat, daemon=True, name="preflight-heartbeat").start()
+        self.beat_thread = threading.Thread(target=beat, daemon=True, name="preflight-heartbeat")
+        self.beat_thread.start()
+
+    def _start_watchdog(self) -> None:
+        """A follower's bound on node 0: a store call blocks in C++ for as long as a frozen, powered-off or
+        cut-off node 0 keeps its connection open (TCPStore's timeout bounds waiting for a key, not a read),
+        and no Python signal handler runs meanwhile. When node 0's store has not answered the heartbeat for
+        ``HEARTBEAT_LOST_S`` + 4 s, or the deadline's backstop passed, stop the ranks and leave."""
+        def watch():
+            while not self.stop_beat.wait(0.5):
+                now, last = time.monotonic(), self.last_beat
+                silent = last is not None and now - last > HEARTBEAT_LOST_S + 4
+                if silent or now > self.deadline + 20:
+                    why = (f"its store has not answered for {now - last:.0f} s" if silent else
+                           f"no verdict {self.args.timeout:.0f} s + 20 s after the start")
+                    self._abandon(f"lost node 0 ({self.plan.hosts[0]}): {why} (frozen, powered off or cut off?)")
+
+        threading.Thread(target=watch, daemon=True, name="preflight-watchdog").start()
+
+    def _abandon(self, why: str) -> None:
+        """Leave now, from a thread, while the main thread is stuck in a store call: ranks stopped, our
+        temp dir removed, one line, exit 1."""
+        self._kill_workers()
+        if self.log_dir is not None:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+        print(f"{PREFIX} ({self.plan.host}): FAIL: stopped in stage run: {why}", flush=True)
+        sys.stderr.flush()
+        os._exit(1)
 
     def _spawn_workers(self) -> None:
         argv = [sys.executable, "-m", "nccl_doctor", "preflight", "--worker",

@@ -322,3 +322,65 @@ def test_failed_ranks_point_at_the_node_whose_own_probe_explains_it():
         assert out.summary == "stopped in stage bench; look at n1"
     finally:
         shutil.rmtree(launcher.log_dir, ignore_errors=True)
+
+
+@pytest.mark.timeout(90)
+def test_a_frozen_node_0_does_not_hold_its_followers(venv_env, tmp_path):
+    """Node 0 stops (SIGSTOP: as if frozen, powered off or cut off) once the ranks run: a follower's store
+    calls block in C++ with no timeout and no signal handler runs. Its watchdog must see node 0's store go
+    silent, stop the ranks and leave with exit 1 and one line, well before the deadline."""
+    import os
+    import signal
+
+    port = str(_free_port())
+    args = _preflight("--port", port, "--timeout", "60", "--rendezvous-timeout", "20", "--collective-timeout", "10",
+                      "--format", "json")
+    env = dict(TMPDIR=str(tmp_path))
+    n0 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(0)), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    n1 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(1)), stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
+    try:
+        for line in n0.stderr:  # node 0 says so once the ranks started
+            if "starting 2 ranks per node" in line:
+                break
+        os.kill(n0.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        out, _ = n1.communicate(timeout=45)
+        seconds = time.monotonic() - t0
+    finally:
+        for p in (n0, n1):
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.wait()
+    assert n1.returncode == 1 and seconds < 30, (n1.returncode, seconds)
+    assert out.startswith("nccl-doctor preflight (") and "lost node 0 (localhost)" in out
+    assert not [p for p in tmp_path.glob("nccl-doctor-*") if f"-{n1.pid}-" in p.name]  # (killed node 0's may stay)
+
+
+@pytest.mark.timeout(120)
+def test_a_late_node_told_by_the_store_exits_1_not_abort(venv_env):
+    """Node 0's store says the rendezvous is closed: the follower leaves right after starting its heartbeat
+    thread, whose C++ store call must not abort the exit ('terminate called ...', SIGABRT). Several times:
+    the race lost more often than not."""
+    from nccl_doctor.preflight import CLOSED_KEY, RUN_KEY
+
+    port = _free_port()
+    store = subprocess.Popen([PY, "-c", (
+        "import json,sys,time; from datetime import timedelta; import torch.distributed as d;"
+        f"s=d.TCPStore('127.0.0.1',{port},is_master=True,wait_for_workers=False,timeout=timedelta(seconds=30));"
+        f"s.set({RUN_KEY!r},json.dumps({{'run':'4242.0','step':'0','host':'localhost'}}));"
+        f"s.set({CLOSED_KEY!r},json.dumps({{'missing':[1],'host':'localhost'}}));print('up',flush=True);time.sleep(100)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert store.stdout.readline().strip() == "up"
+        for _ in range(4):
+            proc = subprocess.run(_preflight("--port", str(port), "--timeout", "30", "--rendezvous-timeout", "10",
+                                             "--format", "json"), env=_env(venv_env, **_slurm(1)),
+                                  capture_output=True, text=True, timeout=40)
+            assert proc.returncode == 1 and "terminate called" not in proc.stderr, (proc.returncode, proc.stderr)
+            assert "arrived after node 0 stopped waiting" in proc.stdout
+    finally:
+        store.kill()
+        store.wait()
