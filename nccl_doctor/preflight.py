@@ -836,7 +836,7 @@ class Launcher:
             result = self._get("result")
             if result is not None:
                 self.mark("run", t_run)
-                return self._finish(report, json.loads(result))
+                return self._finish(report, json.loads(result), beats)
             errors = self._errors(world) if self.store.add("errors", 0) else {}
             if now - last_stages > STAGE_POLL_S:  # 2 store ops per rank: not every tick at 1,000 nodes
                 self._update_stages(states)
@@ -961,8 +961,10 @@ class Launcher:
         return (f"; what explains it: {why[0].code} on {why[0].where.host}: {why[0].message}", hosts,
                 f"look at {hosts} first: {why[0].fix or DEFAULT_FIX}")
 
-    def _finish(self, report: Report, result: dict) -> Outcome:
-        """Merge rank 0's results, each node's parsed NCCL logs, then decide."""
+    def _finish(self, report: Report, result: dict, beats: dict) -> Outcome:
+        """Merge rank 0's results, each node's parsed NCCL logs, then decide. A node whose launcher died
+        after its ranks finished sends no logs: its lost heartbeat fails the run (its ranks passed, but
+        it would not have started the training either), and nobody waits for it."""
         report.extend(Finding.from_dict(f) for f in result["findings"])
         report.tables.extend(Table.from_dict(t) for t in result["tables"])
         report.notes.extend(result.get("notes", []))
@@ -978,19 +980,31 @@ class Launcher:
                 pass
         logs = [self._nccl_logs()]
         end = min(self.deadline, time.monotonic() + 15)
+        lost: set[int] = set()
+        checked = 0.0
         for i in range(1, self.plan.nnodes):
-            while time.monotonic() < end and not self.store.check([f"logs/{i}"]):
+            while time.monotonic() < end and not self.store.check([f"logs/{i}"]) and i not in lost:
+                if time.monotonic() - checked > 1:
+                    lost.update(self._lost_nodes(beats))
+                    checked = time.monotonic()
                 time.sleep(0.1)
             v = self._get(f"logs/{i}")
             logs.append(json.loads(v) if v else {"host": self.plan.hosts[i], "findings": [],
                                                  "skipped": f"{self.plan.hosts[i]} sent no NCCL log summary"})
+        if lost:
+            self.absent |= lost
+            hosts = hosts_text(self.plan.hosts[i] for i in sorted(lost))
+            report.add(_finding("ND407", Severity.FAIL, f"{'node' if len(lost) == 1 else 'nodes'} {hosts} stopped "
+                                f"responding after the measurements (no heartbeat for {HEARTBEAT_LOST_S:.0f} s): "
+                                "its nccl-doctor launcher died or was stopped", f"check {hosts}: dmesg, "
+                                "`scontrol show node`, and drain it before the job", host=hosts))
         report.extend(nccl_log_findings(logs))
         report.data["nccl_logs"] = logs
         table = nccl_log_table(logs)
         if table:
             report.tables.append(table)
         self.mark("nccl-logs", t)
-        return self._decide(report, "done")
+        return self._decide(report, "nccl-logs" if lost else "done")
 
     def _decide(self, report: Report, stage: str) -> Outcome:
         """Publish the verdict to every node, wait (briefly) for them to read it, return ours."""

@@ -384,3 +384,36 @@ def test_a_late_node_told_by_the_store_exits_1_not_abort(venv_env):
     finally:
         store.kill()
         store.wait()
+
+
+@pytest.mark.timeout(90)
+def test_a_follower_whose_launcher_dies_after_the_measurements_fails_the_run(venv_env, tmp_path):
+    """The follower's launcher is SIGKILLed once the ranks run; its ranks (own sessions) still finish, so
+    the measurements pass. Node 0 must notice the lost heartbeat while it waits for that node's NCCL log
+    summary: ND407 naming it and exit 1, not a PASS with a missing-summary note."""
+    import os
+    import signal
+
+    port = str(_free_port())
+    args = _preflight("--port", port, "--timeout", "60", "--rendezvous-timeout", "20", "--collective-timeout", "10",
+                      "--format", "json")
+    env = dict(TMPDIR=str(tmp_path))
+    n0 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(0)), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    n1 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(1)), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        for line in n0.stderr:  # every rank is up and measuring
+            if "rank 0] bench" in line:
+                break
+        n1.kill()
+        out, _ = n0.communicate(timeout=60)
+    finally:
+        for p in (n0, n1):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    assert n0.returncode == 1, out[-2000:]
+    doc = json.loads(out)
+    assert any(f["code"] == "ND407" and f["where"]["host"] == "ghost" and "after the measurements" in f["message"]
+               for f in _fails(doc)), _fails(doc)
