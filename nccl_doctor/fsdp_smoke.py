@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -101,13 +102,19 @@ def _differences(before: dict, after: dict) -> list[str]:
     return diffs
 
 
-def shared_dir(base: str | None, *, group=None) -> tuple[str, bool]:
-    """Rank 0 makes a fresh directory under ``base``; every rank checks it can see it.
+DCP_PREFIX = ".nccl-doctor-dcp-"
+
+
+def shared_dir(base: str | None, *, group=None, record: str | None = None) -> tuple[str, bool]:
+    """Rank 0 makes a fresh directory under ``base`` (and writes its path to ``record``, so the launcher
+    removes it even when the ranks are killed); every rank checks it can see it.
 
     Returns (path, whether every rank sees it). Object collectives need numpy (a dependency)."""
     import torch.distributed as dist
 
-    path = [tempfile.mkdtemp(prefix=".nccl-doctor-dcp-", dir=base) if dist.get_rank() == 0 else ""]
+    path = [tempfile.mkdtemp(prefix=DCP_PREFIX, dir=base) if dist.get_rank() == 0 else ""]
+    if record and path[0]:
+        Path(record).write_text(path[0])
     dist.broadcast_object_list(path, src=0, group=group)
     seen = [None] * dist.get_world_size()
     dist.all_gather_object(seen, os.path.isdir(path[0]), group=group)
@@ -115,7 +122,7 @@ def shared_dir(base: str | None, *, group=None) -> tuple[str, bool]:
 
 
 def run_smoke(mesh, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: int = 128,
-              checkpoint_base: str | None = None) -> SmokeResult:
+              checkpoint_base: str | None = None, record: str | None = None) -> SmokeResult:
     """Train ``steps`` steps of FSDP2/HSDP with bf16 params, then DCP save, clobber, load, compare."""
     import torch
     import torch.distributed as dist
@@ -143,7 +150,7 @@ def run_smoke(mesh, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: in
     if not all(math.isfinite(x) for x in result.losses):
         result.problems.append(f"non-finite loss after FSDP2 steps: {result.losses}")
 
-    path, shared = shared_dir(checkpoint_base)
+    path, shared = shared_dir(checkpoint_base, record=record)
     try:
         if not shared:
             result.problems.append(f"checkpoint directory {path} is not visible on every node: DCP needs a "
@@ -164,8 +171,10 @@ def run_smoke(mesh, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: in
             result.problems.append(f"DCP reload differs from the saved state in {len(diffs)} tensors: "
                                    + ", ".join(diffs[:4]))
     finally:
-        dist.barrier()
-        if dist.get_rank() == 0:
-            shutil.rmtree(path, ignore_errors=True)
+        try:
+            dist.barrier()  # nobody still reads it
+        finally:  # (a failed barrier must not leave a checkpoint on the user's file system)
+            if dist.get_rank() == 0:
+                shutil.rmtree(path, ignore_errors=True)
         result.seconds = time.monotonic() - t0
     return result

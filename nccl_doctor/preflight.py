@@ -143,6 +143,22 @@ def run(args: argparse.Namespace) -> Report | int:
     return _exit_now(outcome.code if outcome.code == 2 else code)
 
 
+DCP_RECORD = "fsdp-smoke-checkpoint"  # in the log dir: where rank 0 put the smoke test's checkpoint
+
+
+def _remove_checkpoint(record: Path) -> None:
+    """The ``--fsdp-smoke`` checkpoint, when its ranks were killed before they could remove it (it sits on
+    the user's shared file system). Only a directory the smoke test made (its prefix) is removed."""
+    from .fsdp_smoke import DCP_PREFIX
+
+    try:
+        path = Path(record.read_text().strip())
+    except OSError:
+        return
+    if path.name.startswith(DCP_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _exit_now(code: int) -> int:
     """A store connect we gave up on is still blocked in C++: exiting the normal way would tear torch down
     under it (``terminate called without an active exception``). Everything is written: leave at once."""
@@ -465,6 +481,7 @@ class Launcher:
                         _ABANDONED.append(self.beat_thread)
             finally:
                 if self.log_dir is not None:
+                    _remove_checkpoint(self.log_dir / DCP_RECORD)
                     shutil.rmtree(self.log_dir, ignore_errors=True)
                 if old is not None:
                     signal.signal(signal.SIGTERM, old)
@@ -669,6 +686,7 @@ class Launcher:
                 "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET",
                 "NCCL_DEBUG_FILE": str(self.log_dir / "%h.%p.log"),
                 "NCCL_DOCTOR_FSDP_BASE": self.args.fsdp_smoke_dir or (os.getcwd() if self.plan.nnodes > 1 else ""),
+                "NCCL_DOCTOR_DCP_RECORD": str(self.log_dir / DCP_RECORD),
             })
             env.setdefault("OMP_NUM_THREADS", "1")
             env.setdefault("PYTHONWARNINGS", "ignore")

@@ -152,7 +152,8 @@ def _smoke(bench, device: str, env: Mapping[str, str]):
 
     mesh = init_device_mesh(device.split(":")[0], (bench.nnodes, bench.local_world_size),
                             mesh_dim_names=("dp", "fsdp"))
-    r = run_smoke(mesh, checkpoint_base=env.get("NCCL_DOCTOR_FSDP_BASE") or None)
+    r = run_smoke(mesh, checkpoint_base=env.get("NCCL_DOCTOR_FSDP_BASE") or None,
+                  record=env.get("NCCL_DOCTOR_DCP_RECORD") or None)
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, {"rank": r.rank, "host": socket.gethostname(), "problems": r.problems,
                                       "losses": r.losses, "seconds": round(r.seconds, 2)})

@@ -417,3 +417,29 @@ def test_a_follower_whose_launcher_dies_after_the_measurements_fails_the_run(ven
     doc = json.loads(out)
     assert any(f["code"] == "ND407" and f["where"]["host"] == "ghost" and "after the measurements" in f["message"]
                for f in _fails(doc)), _fails(doc)
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_fsdp_smoke_leaves_no_checkpoint_on_the_users_file_system(venv_env, tmp_path):
+    """SIGTERM (scancel) while the --fsdp-smoke checkpoint exists: the ranks die before their own cleanup,
+    so the launcher removes the directory rank 0 recorded."""
+    import os
+    import signal
+
+    base = tmp_path / "shared"
+    base.mkdir()
+    proc = subprocess.Popen(_preflight("--fsdp-smoke", "--fsdp-smoke-dir", str(base), "--timeout", "90",
+                                       "--format", "json"), env=_env(venv_env, TMPDIR=str(tmp_path)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 90
+        while not list(base.glob(".nccl-doctor-dcp-*")):
+            assert time.monotonic() < end and proc.poll() is None, "no checkpoint directory appeared"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert list(base.iterdir()) == []
