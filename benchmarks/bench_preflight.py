@@ -28,7 +28,7 @@ STAGES = ("probe", "rendezvous", "consistency", "bench", "localise", "run", "ncc
 def one_run(nnodes: int) -> dict:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
                PYTHONWARNINGS="ignore", NCCL_SOCKET_IFNAME="=eth1", GLOO_SOCKET_IFNAME="eth1",
-               PREFLIGHT_TIMEOUT="120")
+               PREFLIGHT_TIMEOUT="120", SBATCH_GPUS_PER_NODE="0")  # the example asks for 8 GPUs; no gres here
     with slurm.SlurmCluster(nnodes) as sc:
         t0 = time.monotonic()
         rc, out = sc.submit(ROOT / "examples" / "preflight.sbatch", env=env, timeout=180)
