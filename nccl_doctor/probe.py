@@ -690,7 +690,7 @@ def no_interface_code(node: NodeProbe) -> str | None:
 
 def nccl_line(node: NodeProbe) -> str:
     """One phrase for what NCCL will do between nodes; never reads as fine when it cannot start."""
-    sc, ib = node.nccl_socket, node.nccl_ib
+    sc = node.nccl_socket
     why = no_interface_code(node)
     if why:
         return f"NCCL cannot bootstrap: no interface selected (see {why})"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -324,14 +326,9 @@ def test_failed_ranks_point_at_the_node_whose_own_probe_explains_it():
         shutil.rmtree(launcher.log_dir, ignore_errors=True)
 
 
-@pytest.mark.timeout(90)
-def test_a_frozen_node_0_does_not_hold_its_followers(venv_env, tmp_path):
-    """Node 0 stops (SIGSTOP: as if frozen, powered off or cut off) once the ranks run: a follower's store
-    calls block in C++ with no timeout and no signal handler runs. Its watchdog must see node 0's store go
-    silent, stop the ranks and leave with exit 1 and one line, well before the deadline."""
-    import os
-    import signal
-
+def _two_nodes(venv_env, tmp_path, until: str) -> tuple[subprocess.Popen, subprocess.Popen]:
+    """Node 0 and a follower on localhost, returned once node 0's progress on stderr shows ``until``;
+    the follower's stdout is a pipe, node 0's JSON report too."""
     port = str(_free_port())
     args = _preflight("--port", port, "--timeout", "60", "--rendezvous-timeout", "20", "--collective-timeout", "10",
                       "--format", "json")
@@ -340,10 +337,19 @@ def test_a_frozen_node_0_does_not_hold_its_followers(venv_env, tmp_path):
                           stderr=subprocess.PIPE, text=True)
     n1 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(1)), stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True)
+    for line in n0.stderr:
+        if until in line:
+            break
+    return n0, n1
+
+
+@pytest.mark.timeout(90)
+def test_a_frozen_node_0_does_not_hold_its_followers(venv_env, tmp_path):
+    """Node 0 stops (SIGSTOP: as if frozen, powered off or cut off) once the ranks run: a follower's store
+    calls block in C++ with no timeout and no signal handler runs. Its watchdog must see node 0's store go
+    silent, stop the ranks and leave with exit 1 and one line, well before the deadline."""
+    n0, n1 = _two_nodes(venv_env, tmp_path, "starting 2 ranks per node")
     try:
-        for line in n0.stderr:  # node 0 says so once the ranks started
-            if "starting 2 ranks per node" in line:
-                break
         os.kill(n0.pid, signal.SIGSTOP)
         t0 = time.monotonic()
         out, _ = n1.communicate(timeout=45)
@@ -391,21 +397,8 @@ def test_a_follower_whose_launcher_dies_after_the_measurements_fails_the_run(ven
     """The follower's launcher is SIGKILLed once the ranks run; its ranks (own sessions) still finish, so
     the measurements pass. Node 0 must notice the lost heartbeat while it waits for that node's NCCL log
     summary: ND407 naming it and exit 1, not a PASS with a missing-summary note."""
-    import os
-    import signal
-
-    port = str(_free_port())
-    args = _preflight("--port", port, "--timeout", "60", "--rendezvous-timeout", "20", "--collective-timeout", "10",
-                      "--format", "json")
-    env = dict(TMPDIR=str(tmp_path))
-    n0 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(0)), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
-    n1 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(1)), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+    n0, n1 = _two_nodes(venv_env, tmp_path, "rank 0] bench")  # every rank is up and measuring
     try:
-        for line in n0.stderr:  # every rank is up and measuring
-            if "rank 0] bench" in line:
-                break
         n1.kill()
         out, _ = n0.communicate(timeout=60)
     finally:
@@ -423,9 +416,6 @@ def test_a_follower_whose_launcher_dies_after_the_measurements_fails_the_run(ven
 def test_a_stopped_fsdp_smoke_leaves_no_checkpoint_on_the_users_file_system(venv_env, tmp_path):
     """SIGTERM (scancel) while the --fsdp-smoke checkpoint exists: the ranks die before their own cleanup,
     so the launcher removes the directory rank 0 recorded."""
-    import os
-    import signal
-
     base = tmp_path / "shared"
     base.mkdir()
     proc = subprocess.Popen(_preflight("--fsdp-smoke", "--fsdp-smoke-dir", str(base), "--timeout", "90",
