@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import DoctorError
-from .files import check_creatable, not_writable_reason, stream_target, write_file
+from .files import check_output, stream_target, write_file
 from .render import make_console, render_json, render_junit, render_text
 from .report import Report, exit_code
 
@@ -59,35 +59,6 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, ...]:
     snapshot or tree (but not the live ``/``, which holds everything)."""
     given = [*(getattr(args, "inputs", None) or getattr(args, "paths", None) or ()), getattr(args, "root", None)]
     return tuple(Path(i) for i in given if i is not None and str(i) not in ("-", "/"))
-
-
-def check_output(path: Path, *, inputs: tuple[Path, ...] = ()) -> Path:
-    """Refuse an output path up front, before minutes of work: it must be a new or regular file in a
-    directory where a file can be made, and neither one of the inputs nor inside an input directory; or
-    an existing FIFO, terminal or /dev/null, returned as given and written in place (``files.write_file``)."""
-    if str(path) == "-":
-        raise DoctorError("--json-out/--junit-out take a file name; use --format json for stdout")
-    if stream_target(path):
-        return path
-    why = not_writable_reason(path)
-    if why:
-        raise DoctorError(f"refusing to write {path}: {why}")
-    target = path.resolve()
-    for i in inputs:
-        src = i.resolve()
-        if target == src or (src.is_dir() and src in target.parents):
-            raise DoctorError(f"refusing to write {path}: it is (inside) the input {i}")
-    if target.is_dir():
-        raise DoctorError(f"cannot write {path}: it is a directory")
-    if not target.parent.is_dir():
-        raise DoctorError(f"cannot write {path}: directory {target.parent} does not exist")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise DoctorError(f"cannot write {path}: permission denied")
-    try:
-        check_creatable(target.parent)
-    except OSError as exc:
-        raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return target
 
 
 def check_outputs(args: argparse.Namespace) -> None:

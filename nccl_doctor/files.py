@@ -7,6 +7,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from .errors import DoctorError
+
 _NULL_DEVICE = (1, 3)
 _TERMINAL_MAJORS = frozenset({4, 5, *range(136, 144)})  # ttyN/ttySN, /dev/tty and console, pseudo-terminals
 
@@ -46,6 +48,35 @@ def check_creatable(directory: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".nccl-doctor-check.", suffix=".tmp")
     os.close(fd)
     os.unlink(tmp)
+
+
+def check_output(path: Path, *, inputs: tuple[Path, ...] = ()) -> Path:
+    """Refuse an output path up front, before minutes of work: it must be a new or regular file in a
+    directory where a file can be made, and neither one of the inputs nor inside an input directory; or
+    an existing FIFO, terminal or /dev/null, returned as given and written in place (``files.write_file``)."""
+    if str(path) == "-":
+        raise DoctorError("'-' is not a file name here; use --format json for stdout")
+    if stream_target(path):
+        return path
+    why = not_writable_reason(path)
+    if why:
+        raise DoctorError(f"refusing to write {path}: {why}")
+    target = path.resolve()
+    for i in inputs:
+        src = i.resolve()
+        if target == src or (src.is_dir() and src in target.parents):
+            raise DoctorError(f"refusing to write {path}: it is (inside) the input {i}")
+    if target.is_dir():
+        raise DoctorError(f"cannot write {path}: it is a directory")
+    if not target.parent.is_dir():
+        raise DoctorError(f"cannot write {path}: directory {target.parent} does not exist")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise DoctorError(f"cannot write {path}: permission denied")
+    try:
+        check_creatable(target.parent)
+    except OSError as exc:
+        raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return target
 
 
 def write_file(path: Path, data: str | bytes) -> None:

@@ -688,15 +688,20 @@ def no_interface_code(node: NodeProbe) -> str | None:
     return "ND203" if sc.matched_not_running else "ND202"
 
 
-def nccl_line(node: NodeProbe) -> str:
-    """One phrase for what NCCL will do between nodes; never reads as fine when it cannot start."""
-    sc = node.nccl_socket
+def cannot_start(node: NodeProbe) -> str | None:
+    """Why NCCL cannot start on this node at all (and which finding says so); None when it can."""
     why = no_interface_code(node)
     if why:
         return f"NCCL cannot bootstrap: no interface selected (see {why})"
     if net_fails(node):
         return f"NCCL init fails: NCCL_NET={node.settings.get('NCCL_NET')} is not usable here (see ND222)"
-    return f"NCCL bootstrap: {sc.bootstrap} ({sc.rule}); inter-node data: {_data_path(node)[1]}"
+    return None
+
+
+def nccl_line(node: NodeProbe) -> str:
+    """One phrase for what NCCL will do between nodes; never reads as fine when it cannot start."""
+    sc = node.nccl_socket
+    return cannot_start(node) or f"NCCL bootstrap: {sc.bootstrap} ({sc.rule}); inter-node data: {_data_path(node)[1]}"
 
 
 def _data_path(node: NodeProbe) -> tuple[str, str]:
@@ -878,12 +883,8 @@ def probe_report(node: NodeProbe, findings: list[Finding] | None = None) -> Repo
 
 
 def _summary(node: NodeProbe) -> str:
-    why = no_interface_code(node)
-    if why:
-        return f"{node.host}: NCCL cannot bootstrap: no interface selected (see {why})"
-    if net_fails(node):
-        return f"{node.host}: NCCL init fails: NCCL_NET={node.settings.get('NCCL_NET')} is not usable here (see ND222)"
-    return f"{node.host}: NCCL bootstrap {node.nccl_socket.bootstrap}, transport {_transport(node)}"
+    said = cannot_start(node) or f"NCCL bootstrap {node.nccl_socket.bootstrap}, transport {_transport(node)}"
+    return f"{node.host}: {said}"
 
 
 # ---------------------------------------------------------------------------------------------------

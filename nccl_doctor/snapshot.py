@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import DoctorError, InputError
-from .files import not_writable_reason, stream_target, write_file
+from .files import check_output, write_file
 from .sysfs import FsReader
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -28,14 +28,8 @@ def check_snapshot_target(path: Path, *, archive: Path | None = None, tree: Path
                           read: Iterable[str] = ()) -> Path:
     """Refuse a ``--snapshot`` path that would destroy or pollute what the probe reads: the ``--root``
     archive itself, anything inside a ``--root`` directory tree, or (for ``--root /``) a file the probe
-    read (``read``: canonical paths such as ``/etc/nccl.conf``), a device or socket, or a file in a
-    directory that does not exist (as ``--json-out`` does). A FIFO, terminal or /dev/null is written in
-    place and returned as given; else the resolved target."""
-    if stream_target(path):
-        return path
-    why = not_writable_reason(path)
-    if why:
-        raise InputError(f"--snapshot {path}: refusing to write: {why}")
+    read (``read``: canonical paths such as ``/etc/nccl.conf``); then whatever ``files.check_output``
+    refuses for any output file. Returns what to write to."""
     target = path.resolve()
     if archive is not None and (target == archive.resolve() or (target.exists() and os.path.samefile(target, archive))):
         raise InputError(f"--snapshot {path}: refusing to overwrite the --root archive it reads")
@@ -43,11 +37,10 @@ def check_snapshot_target(path: Path, *, archive: Path | None = None, tree: Path
         raise InputError(f"--snapshot {path}: refusing to write inside the --root tree {tree} it reads")
     if str(target) in set(read):
         raise InputError(f"--snapshot {path}: refusing to overwrite {target}, a file the probe reads")
-    if target.is_dir():
-        raise InputError(f"--snapshot {path}: is a directory")
-    if not target.parent.is_dir():
-        raise InputError(f"--snapshot {path}: directory {target.parent} does not exist")
-    return target
+    try:
+        return check_output(path)
+    except DoctorError as exc:
+        raise InputError(f"--snapshot: {exc}") from None
 
 
 def write_snapshot(fs: FsReader, path: Path) -> int:

@@ -21,6 +21,21 @@ def _plain_env(monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
+@pytest.fixture
+def no_nccl_env(monkeypatch):
+    """The probe reads NCCL_*/GLOO_* from the environment: a developer's own must not change its findings."""
+    for k in [k for k in os.environ if k.startswith(("NCCL_", "GLOO_"))]:
+        monkeypatch.delenv(k)
+
+
+@pytest.fixture(scope="module")
+def dgx(tmp_path_factory):
+    """A DGX-H100-like sysfs/procfs tree (``sysfs_builder.dgx_h100``), built once per module."""
+    import sysfs_builder
+
+    return sysfs_builder.build(sysfs_builder.dgx_h100(), tmp_path_factory.mktemp("dgx"))
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip, with the printed reason, what this machine cannot run: namespaces need root; a Slurm
     cluster needs namespaces and slurmctld/slurmd/munge installed."""

@@ -15,15 +15,7 @@ from nccl_doctor.sysfs import FsReader
 ENV = {"HOME": "/nonexistent"}
 
 
-@pytest.fixture(autouse=True)
-def _no_nccl_env(monkeypatch):
-    for k in [k for k in os.environ if k.startswith(("NCCL_", "GLOO_"))]:
-        monkeypatch.delenv(k)
-
-
-@pytest.fixture(scope="module")
-def dgx(tmp_path_factory):
-    return b.build(b.dgx_h100(), tmp_path_factory.mktemp("dgx"))
+pytestmark = pytest.mark.usefixtures("no_nccl_env")
 
 
 @pytest.fixture(scope="module")
