@@ -14,17 +14,17 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__
-from .errors import DoctorError
-from .files import check_output, stream_target, write_file
-from .render import make_console, render_json, render_junit, render_text
-from .report import Report, exit_code
+from nccl_doctor import __version__
+from nccl_doctor.errors import DoctorError
+from nccl_doctor.files import check_output, stream_target, write_file
+from nccl_doctor.render import make_console, render_json, render_junit, render_text
+from nccl_doctor.report import Report, exit_code
 
 COMMANDS = {
-    "probe": ("nccl_doctor.probe", "classify this node's interfaces and check NCCL/Gloo settings"),
-    "parse": ("nccl_doctor.logparse", "diagnose NCCL_DEBUG=INFO logs offline"),
-    "bench": ("nccl_doctor.bench", "all-gather/reduce-scatter/all-reduce bandwidth within and across nodes"),
-    "preflight": ("nccl_doctor.preflight", "probe + bench + log check on every node: the sbatch gate"),
+    "probe": ("nccl_doctor.node.probe", "classify this node's interfaces and check NCCL/Gloo settings"),
+    "parse": ("nccl_doctor.logs.parser", "diagnose NCCL_DEBUG=INFO logs offline"),
+    "bench": ("nccl_doctor.bench.command", "all-gather/reduce-scatter/all-reduce bandwidth within and across nodes"),
+    "preflight": ("nccl_doctor.preflight.command", "probe + bench + log check on every node: the sbatch gate"),
 }
 
 

@@ -7,7 +7,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from .errors import DoctorError
+from nccl_doctor.errors import DoctorError
 
 _NULL_DEVICE = (1, 3)
 _TERMINAL_MAJORS = frozenset({4, 5, *range(136, 144)})  # ttyN/ttySN, /dev/tty and console, pseudo-terminals

@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from . import __version__
-from .report import SCHEMA_VERSION, Report, Severity
+from nccl_doctor import __version__
+from nccl_doctor.report import SCHEMA_VERSION, Report, Severity
 
 _STYLE = {Severity.PASS: "bold green", Severity.WARN: "bold yellow", Severity.FAIL: "bold red"}
 

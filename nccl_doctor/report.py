@@ -81,7 +81,7 @@ class Finding:
     evidence: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        from .codes import CODES
+        from nccl_doctor.codes import CODES
 
         return {
             "code": self.code,

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor import bench
-from nccl_doctor.busbw import bus_factor, link_gbps
-from nccl_doctor.launch import SlurmInfo
-from nccl_doctor.localize import Localisation, first_round, next_round
+from nccl_doctor.bench import command as bench
+from nccl_doctor.bench.busbw import bus_factor, link_gbps
+from nccl_doctor.cluster.launch import SlurmInfo
+from nccl_doctor.bench.pairs import Localisation, first_round, next_round
 
-bw = pytest.importorskip("nccl_doctor.bench_worker")  # imports torch (bench is never used without it)
+bw = pytest.importorskip("nccl_doctor.bench.worker")  # imports torch (bench is never used without it)
 
 
 def node(i, host, ranks, mbit=10000):
@@ -210,7 +210,7 @@ def test_real_two_rank_gloo_run_json():
 
 def test_plain_worker_ranks_all_exit_with_rank0_verdict(tmp_path):
     """Ranks started by someone else's launcher (RANK/WORLD_SIZE set): rank 0 renders, both exit 1 (--strict)."""
-    from nccl_doctor.launch import free_port
+    from nccl_doctor.cluster.launch import free_port
 
     out = tmp_path / "r.json"
     port = str(free_port())
@@ -250,7 +250,7 @@ def test_bad_interface_variable_blocks_the_launch_before_any_rank_starts(tmp_pat
 
     import sysfs_builder
 
-    from nccl_doctor.bench import launch_blockers
+    from nccl_doctor.bench.command import launch_blockers
 
     root = sysfs_builder.build(sysfs_builder.cloud_vm(), tmp_path)
     cpu = argparse.Namespace(cpu=True)
@@ -313,7 +313,7 @@ def test_rank0_that_cannot_write_its_output_records_2_for_the_launcher(tmp_path,
     import argparse
 
     from nccl_doctor.errors import DoctorError
-    from nccl_doctor.launch import STAGE_DIR_ENV, StageFile, read_stages
+    from nccl_doctor.cluster.launch import STAGE_DIR_ENV, StageFile, read_stages
     from nccl_doctor.report import Report
 
     sf = StageFile(0, "vm", {STAGE_DIR_ENV: str(tmp_path)})

@@ -3,8 +3,8 @@
 import pytest
 import sysfs_builder as b
 
-from nccl_doctor.expected import expected_bandwidth
-from nccl_doctor.probe import probe_node
+from nccl_doctor.bench.expected import expected_bandwidth
+from nccl_doctor.node.probe import probe_node
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +61,9 @@ def test_unknown_speed_or_loopback_gives_no_figure(roots):
 
 
 def test_node_rows_and_tables_show_pct_of_expected():
-    bw = pytest.importorskip("nccl_doctor.bench_worker")
-    from nccl_doctor import bench
-    from nccl_doctor.expected import Expected
+    bw = pytest.importorskip("nccl_doctor.bench.worker")
+    from nccl_doctor.bench import command as bench
+    from nccl_doctor.bench.expected import Expected
 
     def node(i, host):  # 2 NICs of 400 Gb/s, 2 ranks per node, H100 NVLink
         e = Expected(inter_gbps=100.0, per_rank_gbps=50.0, inter_basis="2 x 400 Gb/s", ifaces=("mlx5_0:1",),

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from nccl_doctor.launch import free_port
+from nccl_doctor.cluster.launch import free_port
 
 pytestmark = pytest.mark.netns
 RATE_GBPS = 0.025  # tbf 200mbit = 25 MB/s per direction

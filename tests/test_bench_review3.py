@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from nccl_doctor import bench
-from nccl_doctor import launch as L
+from nccl_doctor.bench import command as bench
+from nccl_doctor.cluster import launch as L
 from nccl_doctor.errors import InputError
 
-bw = pytest.importorskip("nccl_doctor.bench_worker")
+bw = pytest.importorskip("nccl_doctor.bench.worker")
 
 
 def env(**kw):
@@ -188,7 +188,7 @@ def test_preflight_keeps_its_own_bounds():
     """bench's minimums are bench's: preflight's short timeouts (tests, quick gates) stay valid."""
     import argparse
 
-    from nccl_doctor import preflight
+    from nccl_doctor.preflight import command as preflight
 
     p = argparse.ArgumentParser()
     preflight.add_arguments(p)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nccl_doctor import busbw as b
+from nccl_doctor.bench import busbw as b
 
 
 @pytest.mark.parametrize("op,n,factor", [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nccl_doctor.consistency import compare, node_facts
-from nccl_doctor.probe import probe_node
+from nccl_doctor.node.compare import compare, node_facts
+from nccl_doctor.node.probe import probe_node
 from nccl_doctor.report import Severity
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from nccl_doctor import launch as L
+from nccl_doctor.cluster import launch as L
 from nccl_doctor.errors import InputError
 
 SLURM = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu[07-09],login1", "SLURM_JOB_NUM_NODES": "4",

@@ -2,11 +2,11 @@
 
 import pytest
 
-from nccl_doctor.ncclenv import (
+from nccl_doctor.node.ncclenv import (
     Settings, Setting, classify_net, did_you_mean, effective_settings, gdr_level, gloo_ifaces, hosts_lookup, match_if_list,
     nccl_ib_ports, nccl_socket_ifaces, overmatching_prefixes, parse_c_int, parse_conf, parse_if_list,
 )
-from nccl_doctor.sysfs import Address, FsReader, Interface, RdmaDevice, RdmaPort
+from nccl_doctor.node.sysfs import Address, FsReader, Interface, RdmaDevice, RdmaPort
 
 
 @pytest.mark.parametrize("text, value, clean", [

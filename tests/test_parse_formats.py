@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nccl_doctor.logdiag import diagnose
-from nccl_doctor.logparse import parse_lines, parse_paths
+from nccl_doctor.logs.diagnose import diagnose
+from nccl_doctor.logs.parser import parse_lines, parse_paths
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
@@ -132,7 +132,7 @@ def test_no_socket_interface_found():
 
 def test_hex_field_values_never_raise():
     """The field regex admits 0x.. values; reading them must not raise (the parser never raises on content)."""
-    from nccl_doctor.logparse import parse_lines
+    from nccl_doctor.logs.parser import parse_lines
 
     r = parse_lines(["h1:10:10 [0] NCCL INFO comm 0x55d1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 "
                      "commId 0x1a2b nNodes 0x2 localRanks 0x1 localRank 0 MNNVL 0 - Init COMPLETE"])

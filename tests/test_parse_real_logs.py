@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.logdiag import diagnose
-from nccl_doctor.logparse import parse_paths
+from nccl_doctor.logs.diagnose import diagnose
+from nccl_doctor.logs.parser import parse_paths
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "nccl-logs"
 LABELS = json.loads((LOGS / "labels.json").read_text())

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor.cli import main
-from nccl_doctor.logdiag import diagnose
-from nccl_doctor.logparse import parse_lines, parse_paths
+from nccl_doctor.logs.diagnose import diagnose
+from nccl_doctor.logs.parser import parse_lines, parse_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor.errors import InputError
-from nccl_doctor.preflight import node_plan
+from nccl_doctor.preflight.command import node_plan
 from nccl_doctor.report import Finding, Severity, Where
 
 
@@ -103,7 +103,7 @@ def test_a_run_that_measured_nothing_cannot_pass(tmp_path):
     """Same rule as bench: the ranks ran but measured nothing -> ND001 WARN from the worker, exit 2."""
     import shutil
 
-    from nccl_doctor.preflight import Launcher, NodePlan
+    from nccl_doctor.preflight.command import Launcher, NodePlan
     from nccl_doctor.report import Report
 
     plan = NodePlan(nnodes=1, node_rank=0, hosts=("vm",), head="127.0.0.1", port=1, nproc=1, slurm=False, host="vm")
@@ -157,7 +157,7 @@ def test_nccl_log_step_reports_the_transport_nccl_used(tmp_path):
     the transport per communicator and the parser's findings reach the preflight report."""
     import shutil
 
-    from nccl_doctor.preflight import nccl_log_summary, nccl_log_table
+    from nccl_doctor.preflight.command import nccl_log_summary, nccl_log_table
 
     fixtures = Path(__file__).resolve().parent.parent / "fixtures/nccl-logs"
     shutil.copy(fixtures / "041-h20-ib-gdrdma-cumem-2node.log", tmp_path / "node01.1234.log")
@@ -175,7 +175,7 @@ def test_nccl_log_step_reports_the_transport_nccl_used(tmp_path):
 
 
 def test_nccl_log_step_says_why_it_was_skipped(tmp_path):
-    from nccl_doctor.preflight import nccl_log_summary, nccl_log_table
+    from nccl_doctor.preflight.command import nccl_log_summary, nccl_log_table
 
     gloo = nccl_log_summary(tmp_path, "gloo", host="n1")
     assert "Gloo on CPU" in gloo["skipped"] and gloo["findings"] == []
@@ -193,7 +193,7 @@ def test_a_bad_master_port_is_an_error_not_a_free_port():
 def test_nccl_log_step_survives_a_parser_failure_and_only_gloo_passes(tmp_path):
     """A parser failure is this step's own WARN, never a lost node or a missing verdict; only "Gloo ran,
     so there is no NCCL log" is a PASS."""
-    from nccl_doctor.preflight import nccl_log_findings, nccl_log_summary
+    from nccl_doctor.preflight.command import nccl_log_findings, nccl_log_summary
 
     (tmp_path / "n1.1234.log").mkdir()  # a *.log the parser cannot read
     broken = nccl_log_summary(tmp_path, "nccl", host="n1")

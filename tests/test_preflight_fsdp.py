@@ -15,7 +15,7 @@ WORKER = textwrap.dedent("""
     from datetime import timedelta
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from nccl_doctor.fsdp_smoke import run_smoke
+    from nccl_doctor.preflight.fsdp_smoke import run_smoke
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "fsdp"))
     r = run_smoke(mesh, checkpoint_base=sys.argv[1])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_doctor.localize import Localisation, first_round, next_round, predict_rounds
+from nccl_doctor.bench.pairs import Localisation, first_round, next_round, predict_rounds
 
 
 def simulate(nnodes: int, bad: set[int], fast: float = 1.5, slow: float = 0.012, floor: float = 0.06) -> Localisation:

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from nccl_doctor.consistency import compare
+from nccl_doctor.node.compare import compare
 from nccl_doctor.report import Severity
 
 PY = sys.executable
@@ -141,7 +141,7 @@ def _accepting(port: int) -> bool:
 
 
 def test_two_steps_of_one_job_default_to_different_ports():
-    from nccl_doctor.preflight import node_plan
+    from nccl_doctor.preflight.command import node_plan
 
     args = argparse.Namespace(nproc_per_node=None, cpu=True, port=None)
     p0 = node_plan(args, _slurm(1, job="1234", step="0", nodelist="gpu[01-02]"))
@@ -184,7 +184,7 @@ def test_late_node_told_by_the_store_itself(tmp_path):
 
     import torch.distributed as dist
 
-    from nccl_doctor.preflight import CLOSED_KEY, Launcher, NodePlan
+    from nccl_doctor.preflight.command import CLOSED_KEY, Launcher, NodePlan
 
     port = _free_port()
     store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=5))
@@ -221,7 +221,7 @@ def test_uneven_ranks_per_node_fail_naming_the_odd_node_and_the_cause():
 
 
 def test_the_node_plan_says_why_it_starts_its_ranks():
-    from nccl_doctor.preflight import node_plan
+    from nccl_doctor.preflight.command import node_plan
 
     args = argparse.Namespace(nproc_per_node=None, cpu=False, port=None)
     env = _slurm(1, nodelist="gpu[01-02]")
@@ -257,8 +257,8 @@ def test_uneven_ranks_stop_before_any_rank_starts(cluster_factory, venv_env, tmp
 
 # --- loopback Gloo interface on 2+ nodes ------------------------------------------------------------------
 def test_loopback_gloo_interface_fails_the_probe_on_two_nodes():
-    from nccl_doctor.preflight import multi_node_findings
-    from nccl_doctor.probe import check, probe_node
+    from nccl_doctor.preflight.command import multi_node_findings
+    from nccl_doctor.node.probe import check, probe_node
 
     env = {"GLOO_SOCKET_IFNAME": "lo", "PATH": "/bin"}
     node = probe_node("/", env)
@@ -295,7 +295,7 @@ def test_failed_ranks_point_at_the_node_whose_own_probe_explains_it():
     interface cannot reach other nodes: the summary must name n2, not n1."""
     import shutil
 
-    from nccl_doctor.preflight import Launcher, NodePlan, RankState
+    from nccl_doctor.preflight.command import Launcher, NodePlan, RankState
     from nccl_doctor.report import Finding, Report, Where
 
     plan = NodePlan(nnodes=2, node_rank=0, hosts=("n1", "n2"), head="n1", port=1, nproc=2, slurm=True, host="n1")
@@ -370,7 +370,7 @@ def test_a_late_node_told_by_the_store_exits_1_not_abort(venv_env):
     """Node 0's store says the rendezvous is closed: the follower leaves right after starting its heartbeat
     thread, whose C++ store call must not abort the exit ('terminate called ...', SIGABRT). Several times:
     the race lost more often than not."""
-    from nccl_doctor.preflight import CLOSED_KEY, RUN_KEY
+    from nccl_doctor.preflight.command import CLOSED_KEY, RUN_KEY
 
     port = _free_port()
     store = subprocess.Popen([PY, "-c", (

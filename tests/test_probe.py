@@ -10,7 +10,7 @@ import pytest
 import sysfs_builder as b
 
 from nccl_doctor.cli import main
-from nccl_doctor.probe import check, node_dict, probe_node, probe_report
+from nccl_doctor.node.probe import check, node_dict, probe_node, probe_report
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,8 @@ import sysfs_builder as b
 
 from nccl_doctor.cli import main
 from nccl_doctor.errors import InputError
-from nccl_doctor.probe import check, probe_node, probe_report
-from nccl_doctor.snapshot import check_snapshot_target
+from nccl_doctor.node.probe import check, probe_node, probe_report
+from nccl_doctor.node.snapshot import check_snapshot_target
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ from netns import sh
 # (psutil + netifaces, i.e. ioctl/netlink) of every interface, as JSON.
 CROSS_CHECK = r"""
 import json, socket, psutil, netifaces
-from nccl_doctor.probe import probe_node
+from nccl_doctor.node.probe import probe_node
 node = probe_node("/", {})
 files = {i.name: {"v4": sorted(str(a) for a in i.addresses if a.family == "inet"),
                   "v6": sorted(a.address for a in i.addresses if a.family == "inet6"),

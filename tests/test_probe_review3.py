@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import sysfs_builder as b
 
-from nccl_doctor.ncclenv import effective_settings, parse_conf, user_conf_path
-from nccl_doctor.probe import check, node_dict, probe_node, probe_report
-from nccl_doctor.sysfs import FsReader
+from nccl_doctor.node.ncclenv import effective_settings, parse_conf, user_conf_path
+from nccl_doctor.node.probe import check, node_dict, probe_node, probe_report
+from nccl_doctor.node.sysfs import FsReader
 
 ENV = {"HOME": "/nonexistent"}
 

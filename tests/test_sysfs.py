@@ -5,7 +5,7 @@ import os
 import pytest
 import sysfs_builder as b
 
-from nccl_doctor.sysfs import (
+from nccl_doctor.node.sysfs import (
     FsReader, attribute_ipv4, classify, default_route_ifaces, parse_fib_trie_local, parse_if_inet6,
     parse_ipv6_default, parse_rate, parse_route, parse_state, read_node,
 )
@@ -171,6 +171,6 @@ def test_reader_never_escapes_root_and_handles_absolute_links(tmp_path):
 
 def test_missing_root_sys_is_input_error(tmp_path):
     from nccl_doctor.errors import InputError
-    from nccl_doctor.probe import probe_node
+    from nccl_doctor.node.probe import probe_node
     with pytest.raises(InputError, match="no sys/class/net"):
         probe_node(tmp_path, {})

@@ -15,14 +15,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import InputError
-from .ncclenv import (
+from nccl_doctor.errors import InputError
+from nccl_doctor.node.ncclenv import (
     DEBUG_LEVELS, DEPRECATED_TORCH, EFA_PLUGIN_NETS, INT_VARS, NOT_READ, RDMA_PLUGIN_NETS, GlooChoice, IbChoice,
     Setting, Settings, SocketChoice, classify_net, did_you_mean, effective_settings, gdr_level, gloo_ifaces, nccl_ib_ports,
     nccl_socket_ifaces, overmatching_prefixes, parse_c_int, parse_if_list, show,
 )
-from .report import Finding, Report, Severity, Table, Where
-from .sysfs import FsReader, Interface, NodeFacts, PciInfo, classify, link_mbps, read_node
+from nccl_doctor.report import Finding, Report, Severity, Table, Where
+from nccl_doctor.node.sysfs import FsReader, Interface, NodeFacts, PciInfo, classify, link_mbps, read_node
 
 PASS, WARN, FAIL = Severity.PASS, Severity.WARN, Severity.FAIL
 
@@ -900,7 +900,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
-    from .snapshot import check_snapshot_target, extract_snapshot, write_snapshot
+    from nccl_doctor.node.snapshot import check_snapshot_target, extract_snapshot, write_snapshot
 
     given = root = Path(args.root)
     archive = given if given.is_file() else None

@@ -12,7 +12,7 @@ import os
 import socket
 from collections.abc import Mapping
 
-from .report import Finding, Severity, Where, hosts_text
+from nccl_doctor.report import Finding, Severity, Where, hosts_text
 
 UNSET = "(unset)"
 
@@ -63,7 +63,7 @@ def _driver(node) -> str:
     """The full driver version (``550.54.15``), read through the probe's root (a snapshot's too)."""
     fs = getattr(node, "fs", None)
     if fs is None:
-        from .sysfs import FsReader
+        from nccl_doctor.node.sysfs import FsReader
 
         fs = FsReader(node.root)
     return (fs.read("/sys/module/nvidia/version") or "").strip() or "none"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .busbw import link_gbps
+from nccl_doctor.bench.busbw import link_gbps
 
 # PCI device id -> (model, busbw NCCL reaches inside one node in GB/s, how). NVLink: links x NCCL's
 # per-link constant (graph/topo.h); PCIe: NCCL's effective x16 figure. Estimates, not measurements.

@@ -16,9 +16,9 @@ import zlib
 from pathlib import Path
 from typing import Iterable
 
-from .errors import DoctorError, InputError
-from .files import check_output, write_file
-from .sysfs import FsReader
+from nccl_doctor.errors import DoctorError, InputError
+from nccl_doctor.files import check_output, write_file
+from nccl_doctor.node.sysfs import FsReader
 
 GZIP_MAGIC = b"\x1f\x8b"
 FILTER_ERROR = getattr(tarfile, "FilterError", ())  # Python >= 3.11.4 / 3.12

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
-from .files import atomic_write
+from nccl_doctor.errors import InputError
+from nccl_doctor.files import atomic_write
 
 STAGE_DIR_ENV = "NCCL_DOCTOR_STAGE_DIR"
 LOG_ENV = "NCCL_DOCTOR_WORKER_LOG"  # where the launcher keeps torchrun's and the workers' stderr

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .logparse import Comm, Evidence, Group, ParseResult
-from .report import Finding, Report, Severity, Table, Where, hosts_text, plural
+from nccl_doctor.logs.parser import Comm, Evidence, Group, ParseResult
+from nccl_doctor.report import Finding, Report, Severity, Table, Where, hosts_text, plural
 
 # NCCL return codes (nccl.h) as they appear in "file.cc:NN -> N" traces.
 RETCODES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",

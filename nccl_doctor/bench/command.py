@@ -17,13 +17,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from .busbw import OPS, format_size, parse_size, parse_sizes
-from .consistency import majority_first
-from .errors import InputError
-from .launch import (LOG_ENV, SlurmInfo, StageFile, check_rdzv_port, check_seconds, in_worker, launch_notes,
+from nccl_doctor.bench.busbw import OPS, format_size, parse_size, parse_sizes
+from nccl_doctor.node.compare import majority_first
+from nccl_doctor.errors import InputError
+from nccl_doctor.cluster.launch import (LOG_ENV, SlurmInfo, StageFile, check_rdzv_port, check_seconds, in_worker, launch_notes,
                      parse_endpoint, plan_launch, port_from_env, rdzv_port_origin, self_launch, slurm_launch_config)
-from .localize import Localisation, floor_gbps, pair_expected_gbps
-from .report import Finding, Report, Severity, Table, Where, exit_code, hosts_text, plural
+from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps
+from nccl_doctor.report import Finding, Report, Severity, Table, Where, exit_code, hosts_text, plural
 
 GROUPS = ("world", "intra", "inter")
 DEFAULT_OPS = "all_gather,reduce_scatter,all_reduce"
@@ -195,8 +195,8 @@ BLOCKERS = {"gloo": {"ND216"}, "nccl": {"ND202", "ND222", "ND224"}}
 def launch_blockers(args: argparse.Namespace, env: Mapping[str, str], root: Path = Path("/")) -> Report | None:
     """Probe this node first (~30 ms): an interface variable that matches nothing would only surface
     minutes later as an init timeout on every rank. Returns the report to show instead of launching."""
-    from .launch import visible_gpus
-    from .probe import check, probe_node
+    from nccl_doctor.cluster.launch import visible_gpus
+    from nccl_doctor.node.probe import check, probe_node
 
     backend = "nccl" if visible_gpus(env) and not args.cpu else "gloo"
     findings = [f for f in check(probe_node(root, env)) if f.code in BLOCKERS[backend]
@@ -229,7 +229,7 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     launcher, which reads the code from the stage files). 2 when nothing at all was measured."""
     import torch.distributed as dist
 
-    from . import bench_worker as bw
+    from nccl_doctor.bench import worker as bw
 
     rank = int(env["RANK"])
     host = socket.gethostname()
@@ -270,8 +270,8 @@ def _finish(args, rank: int, stage_file: StageFile, report: Report, *, code: int
     """Rank 0 renders (and writes --json-out/--junit-out); every rank returns its exit code. Under our
     launcher the code goes to the stage file, and it is rank 0's *final* code: if rendering or writing
     fails, the recorded code says so (2), never the 0 of a verdict that nobody received."""
-    from .cli import emit
-    from .errors import DoctorError
+    from nccl_doctor.cli import emit
+    from nccl_doctor.errors import DoctorError
 
     if code is None:
         code = exit_code(report, strict=args.strict)

@@ -16,9 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from . import loglines
-from .errors import InputError
-from .loglines import ReadStats, clean, is_continuation
+from nccl_doctor.logs import reader as loglines
+from nccl_doctor.errors import InputError
+from nccl_doctor.logs.reader import ReadStats, clean, is_continuation
 
 # --- the model ----------------------------------------------------------------------------------
 
@@ -1180,7 +1180,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace):
-    from .logdiag import diagnose
+    from nccl_doctor.logs.diagnose import diagnose
 
     args.inputs = tuple(p for p in args.paths if p != "-")
     result = parse_paths(args.paths)

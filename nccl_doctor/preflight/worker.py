@@ -16,8 +16,8 @@ import sys
 import time
 from collections.abc import Mapping
 
-from .busbw import format_size
-from .report import Finding, Severity, Where, plural
+from nccl_doctor.bench.busbw import format_size
+from nccl_doctor.report import Finding, Severity, Where, plural
 
 PREFIX = "nccl-doctor preflight"
 
@@ -67,7 +67,7 @@ def _init(args, env: Mapping[str, str], store) -> str:
     """bench's init, on the launcher's store (under a prefix: its own keys stay apart)."""
     import torch.distributed as dist
 
-    from .bench_worker import init_from_env
+    from nccl_doctor.bench.worker import init_from_env
 
     return init_from_env(timeout_s=args.collective_timeout, env=env, force_cpu=args.cpu,
                          store=dist.PrefixStore("pg", store), rank=int(env["RANK"]),
@@ -84,9 +84,9 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
 
     import torch.distributed as dist
 
-    from . import bench_worker as bw
-    from .bench import build_report, coverage, judge, measured_nothing
-    from .preflight import BENCH_SIZES, PAIR_ITERS, PAIR_SIZE
+    from nccl_doctor.bench import worker as bw
+    from nccl_doctor.bench.command import build_report, coverage, judge, measured_nothing
+    from nccl_doctor.preflight.command import BENCH_SIZES, PAIR_ITERS, PAIR_SIZE
 
     rank = dist.get_rank()
     kind = device.split(":")[0]
@@ -148,7 +148,7 @@ def _smoke(bench, device: str, env: Mapping[str, str]):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from .fsdp_smoke import run_smoke
+    from nccl_doctor.preflight.fsdp_smoke import run_smoke
 
     mesh = init_device_mesh(device.split(":")[0], (bench.nnodes, bench.local_world_size),
                             mesh_dim_names=("dp", "fsdp"))

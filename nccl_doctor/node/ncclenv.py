@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .sysfs import FsReader, Interface, RdmaDevice, loopback_name
+from nccl_doctor.node.sysfs import FsReader, Interface, RdmaDevice, loopback_name
 
 # Variables NCCL (2.4 .. 2.30) reads; used to spot typos. Not exhaustive: unknown names are only
 # flagged when close to one of these.

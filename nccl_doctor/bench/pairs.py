@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .busbw import format_size
+from nccl_doctor.bench.busbw import format_size
 
 SLOW_RATIO = 0.25  # a link below a quarter of the best link is slow (tbf/bad cable: 10-100x)
 FLOOR_SHARE = {"nccl": 0.25, "gloo": 0.05}  # ... or below this share of the line rate (Gloo is CPU-bound)

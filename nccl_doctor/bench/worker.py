@@ -20,12 +20,12 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from .busbw import GB, auto_iters, busbw_gbps, format_size, round_size
-from .expected import Expected
-from .errors import InputError
-from .launch import StageFile, gloo_iface_to
-from .report import plural
-from .localize import (Localisation, PairResult, floor_gbps, localise, pair_expected_gbps, plan_line,
+from nccl_doctor.bench.busbw import GB, auto_iters, busbw_gbps, format_size, round_size
+from nccl_doctor.bench.expected import Expected
+from nccl_doctor.errors import InputError
+from nccl_doctor.cluster.launch import StageFile, gloo_iface_to
+from nccl_doctor.report import plural
+from nccl_doctor.bench.pairs import (Localisation, PairResult, floor_gbps, localise, pair_expected_gbps, plan_line,
                        predict_rounds, time_loop)
 
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -172,8 +172,8 @@ def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tup
     why there is no yardstick when the node cannot be read (the figures are still measured).
     Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so).
     A bug here is raised, not turned into a silent "no yardstick"."""
-    from .expected import expected_bandwidth
-    from .probe import probe_node
+    from nccl_doctor.bench.expected import expected_bandwidth
+    from nccl_doctor.node.probe import probe_node
 
     route_iface = None
     if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME") and env.get("MASTER_ADDR"):
@@ -227,7 +227,7 @@ def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) ->
     want_sub = [g for g in ("intra", "inter") if g in wanted]
     if not want_sub:
         return groups, skipped
-    from .bench import MISFIT_SKIP, mesh_misfit
+    from nccl_doctor.bench.command import MISFIT_SKIP, mesh_misfit
 
     misfit = mesh_misfit(nodes) if len(nodes) > 1 else None
     if misfit is not None:  # before the 1-rank test: node 0 may be the odd one

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from .errors import InputError
+from nccl_doctor.errors import InputError
 
 MAX_LINE = 16 * 1024  # bytes kept of one physical line; NCCL itself caps a line at 1 KiB
 _GZIP_MAGIC = b"\x1f\x8b"

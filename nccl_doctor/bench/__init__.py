@@ -1,0 +1,1 @@
+"""Collective bandwidth within and across nodes: the ``bench`` command."""

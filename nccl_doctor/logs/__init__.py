@@ -1,0 +1,1 @@
+"""Offline diagnosis of NCCL_DEBUG=INFO logs: the ``parse`` command."""
