@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: tests.helpers
 
 SERVER = """
 import socket, sys, time
@@ -91,7 +91,7 @@ def gloo_exchange_gbps(cluster, size: int, env: dict) -> float:
 def netns_ratio(rate: str) -> dict:
     import os
 
-    import netns
+    from tests.helpers import netns
     from nccl_doctor.cluster.launch import free_port
 
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # run as a script: tests.helpers from the checkout
 
-import slurm  # noqa: E402
+from tests.helpers import slurm
 
 STAGES = ("probe", "rendezvous", "consistency", "bench", "localise", "run", "nccl-logs", "total")
 

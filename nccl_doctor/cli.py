@@ -1,9 +1,8 @@
 """The thin command line: parse arguments, call one command's ``run``, render, return the exit code.
 
-Each command lives in its own module exposing ``add_arguments(parser)`` and ``run(args)``; ``run``
-returns a ``Report`` (rendered here) or an ``int`` (a worker rank that renders nothing and exits with
-that code). Only the chosen command's module is imported, so ``parse`` and ``probe`` start fast and
-never import torch.
+Each command is a package whose ``command`` module has ``add_arguments(parser)``, ``inputs(args)`` and
+``run(args) -> Outcome`` (``outcome.CommandModule``); only the CLI renders. Only the chosen command's
+module is imported, so ``parse`` and ``probe`` start fast and never import torch.
 """
 
 from __future__ import annotations
@@ -13,16 +12,18 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import cast
 
 from nccl_doctor import __version__
 from nccl_doctor.errors import DoctorError
 from nccl_doctor.files import check_output, stream_target, write_file
+from nccl_doctor.outcome import CommandModule, Outcome
 from nccl_doctor.render import make_console, render_json, render_junit, render_text
 from nccl_doctor.report import Report, exit_code
 
 COMMANDS = {
-    "probe": ("nccl_doctor.node.probe", "classify this node's interfaces and check NCCL/Gloo settings"),
-    "parse": ("nccl_doctor.logs.parser", "diagnose NCCL_DEBUG=INFO logs offline"),
+    "probe": ("nccl_doctor.node.command", "classify this node's interfaces and check NCCL/Gloo settings"),
+    "parse": ("nccl_doctor.logs.command", "diagnose NCCL_DEBUG=INFO logs offline"),
     "bench": ("nccl_doctor.bench.command", "all-gather/reduce-scatter/all-reduce bandwidth within and across nodes"),
     "preflight": ("nccl_doctor.preflight.command", "probe + bench + log check on every node: the sbatch gate"),
 }
@@ -46,24 +47,21 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nccl-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((a for a in argv if a in COMMANDS), None)
-    for name, (module, help_text) in COMMANDS.items():
+    for name, (_, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
-            importlib.import_module(module).add_arguments(p)
+            command_module(name).add_arguments(p)
             _add_output_options(p)
     return parser
 
 
-def _inputs(args: argparse.Namespace) -> tuple[Path, ...]:
-    """What the user gave us to read (never to be overwritten): log paths, and a probe ``--root``
-    snapshot or tree (but not the live ``/``, which holds everything)."""
-    given = [*(getattr(args, "inputs", None) or getattr(args, "paths", None) or ()), getattr(args, "root", None)]
-    return tuple(Path(i) for i in given if i is not None and str(i) not in ("-", "/"))
+def command_module(name: str) -> CommandModule:
+    return cast(CommandModule, importlib.import_module(COMMANDS[name][0]))
 
 
-def check_outputs(args: argparse.Namespace) -> None:
+def check_outputs(args: argparse.Namespace, inputs: tuple[Path, ...]) -> None:
     outs = [p for p in (args.json_out, args.junit_out) if p is not None]
-    files = [t for t in (check_output(p, inputs=_inputs(args)) for p in outs) if not stream_target(t)]
+    files = [t for t in (check_output(p, inputs=inputs) for p in outs) if not stream_target(t)]
     if len(set(files)) < len(files):  # (both to /dev/null is fine)
         raise DoctorError("--json-out and --junit-out name the same file")
 
@@ -78,9 +76,9 @@ def write_output(path: Path, text: str, *, inputs: tuple[Path, ...] = ()) -> Non
         raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def emit(report: Report, args: argparse.Namespace) -> int:
+def emit(report: Report, args: argparse.Namespace, inputs: tuple[Path, ...]) -> int:
     """Render to stdout first (the report is never lost), then the files. The exit code is the
-    verdict's; 2 if a file could not be written."""
+    verdict's; a file that cannot be written raises ``DoctorError``."""
     try:
         if args.format == "json":
             sys.stdout.write(render_json(report))
@@ -90,7 +88,6 @@ def emit(report: Report, args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `nccl-doctor probe | head`: the reader left; the verdict still decides
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    inputs = _inputs(args)
     if args.json_out:
         write_output(args.json_out, render_json(report), inputs=inputs)
     if args.junit_out:
@@ -102,16 +99,29 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    module = importlib.import_module(COMMANDS[args.command][0])
+    module = command_module(args.command)
     try:
-        check_outputs(args)
-        result = module.run(args)
-        if isinstance(result, int):
-            return result
-        return emit(result, args)
+        inputs = module.inputs(args)
+        check_outputs(args, inputs)
+        return finish(module.run(args), args, inputs)
     except DoctorError as exc:
-        print(f"nccl-doctor {args.command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _error(args, exc)
     except KeyboardInterrupt:
         print(f"nccl-doctor {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def finish(outcome: Outcome, args: argparse.Namespace, inputs: tuple[Path, ...]) -> int:
+    """Render the outcome's report (if any), then let the command close with the code it came to."""
+    if outcome.report is None:
+        return outcome.exit_code
+    try:
+        code = emit(outcome.report, args, inputs)
+    except DoctorError as exc:
+        code = _error(args, exc)
+    return outcome.after_render(code) if outcome.after_render else code
+
+
+def _error(args: argparse.Namespace, exc: DoctorError) -> int:
+    print(f"nccl-doctor {args.command}: error: {exc}", file=sys.stderr)
+    return exc.exit_code

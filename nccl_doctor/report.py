@@ -7,14 +7,19 @@ a pure function of it.
 
 from __future__ import annotations
 
-import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Mapping
+from typing import Any
+
+import hostlist
+
+from nccl_doctor.codes import CODES, Code
+from nccl_doctor.enums import StrEnum
 
 SCHEMA_VERSION = "1.0"
 
 
-class Severity(str, enum.Enum):
+class Severity(StrEnum):
     """Ordered: a report's verdict is its worst finding."""
 
     PASS = "pass"
@@ -24,9 +29,6 @@ class Severity(str, enum.Enum):
     @property
     def rank(self) -> int:
         return _RANK[self]
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _RANK = {Severity.PASS: 0, Severity.WARN: 1, Severity.FAIL: 2}
@@ -73,7 +75,7 @@ class Where:
 class Finding:
     """One result of one check: a stable code (see ``codes.py``), what is wrong, where, and the fix."""
 
-    code: str
+    code: Code
     severity: Severity
     message: str
     fix: str | None = None
@@ -81,11 +83,10 @@ class Finding:
     evidence: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        from nccl_doctor.codes import CODES
-
+        known = CODES.get(self.code)
         return {
-            "code": self.code,
-            "name": CODES[self.code].name if self.code in CODES else None,
+            "code": str(self.code),
+            "name": known.slug if known else None,
             "severity": self.severity.value,
             "message": self.message,
             "fix": self.fix,
@@ -97,8 +98,17 @@ class Finding:
     def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         """The inverse of ``as_dict`` (its derived ``name`` is ignored): findings travel between
         nodes as JSON."""
-        return cls(code=d["code"], severity=Severity(d["severity"]), message=d["message"], fix=d.get("fix"),
+        return cls(code=CODES.get(d["code"], d["code"]), severity=Severity(d["severity"]), message=d["message"], fix=d.get("fix"),
                    where=Where.from_dict(d.get("where") or {}), evidence=tuple(d.get("evidence") or ()))
+
+
+def finding(code: Code, severity: Severity, message: str, fix: str | None = None, *,
+            evidence: Iterable[str] = (), host: str | None = None, rank: int | None = None,
+            comm: str | None = None, iface: str | None = None, device: str | None = None,
+            file: str | None = None, line: int | None = None) -> Finding:
+    """The one way checks make a ``Finding``: where it is, flat, as keywords."""
+    where = Where(host=host, rank=rank, comm=comm, iface=iface, device=device, file=file, line=line)
+    return Finding(code=code, severity=severity, message=message, fix=fix, where=where, evidence=tuple(evidence))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +146,7 @@ class Report:
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
 
-    def extend(self, findings) -> None:
+    def extend(self, findings: Iterable[Finding]) -> None:
         self.findings.extend(findings)
 
     @property
@@ -159,8 +169,6 @@ def hosts_text(hosts: Iterable[str]) -> str:
     names = sorted({h for h in hosts if h})
     if not names:
         return ""
-    import hostlist
-
     try:
         return hostlist.collect_hostlist(names)
     except hostlist.BadHostlist:  # a name with a comma or bracket: no compact form exists

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/netns.py etc. import as plain modules
 
-import netns  # noqa: E402
+from tests.helpers import netns
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +30,7 @@ def no_nccl_env(monkeypatch):
 @pytest.fixture(scope="module")
 def dgx(tmp_path_factory):
     """A DGX-H100-like sysfs/procfs tree (``sysfs_builder.dgx_h100``), built once per module."""
-    import sysfs_builder
+    from tests.helpers import sysfs_builder
 
     return sysfs_builder.build(sysfs_builder.dgx_h100(), tmp_path_factory.mktemp("dgx"))
 
@@ -42,7 +41,7 @@ def pytest_collection_modifyitems(config, items):
     netns_reason = netns.can_use_netns()
     slurm_reason = None
     if any("slurm" in item.keywords for item in items):
-        import slurm
+        from tests.helpers import slurm
 
         slurm_reason = slurm.can_run_slurm()
     for item in items:

@@ -248,7 +248,7 @@ def test_bad_interface_variable_blocks_the_launch_before_any_rank_starts(tmp_pat
     an NCCL-only typo does not stop a Gloo run."""
     import argparse
 
-    import sysfs_builder
+    from tests.helpers import sysfs_builder
 
     from nccl_doctor.bench.command import launch_blockers
 

@@ -1,7 +1,7 @@
 """bench's yardstick: expected bandwidth from the probe, as a pure function of fixture trees."""
 
 import pytest
-import sysfs_builder as b
+from tests.helpers import sysfs_builder as b
 
 from nccl_doctor.bench.expected import expected_bandwidth
 from nccl_doctor.node.probe import probe_node

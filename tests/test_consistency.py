@@ -72,7 +72,7 @@ def test_many_odd_nodes_are_named_in_slurm_hostlist_form():
 
 def test_node_facts_read_the_driver_and_nics_through_the_probes_root(tmp_path):
     """A fixture root, not this machine: every fact comes from the probe's reader (a snapshot works too)."""
-    import sysfs_builder
+    from tests.helpers import sysfs_builder
 
     root = sysfs_builder.build(sysfs_builder.cloud_vm(), tmp_path)
     (root / "sys/module/nvidia").mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import slurm
+from tests.helpers import slurm
 
 ROOT = Path(__file__).resolve().parent.parent
 SBATCH = ROOT / "examples" / "preflight.sbatch"

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-import sysfs_builder as b
+from tests.helpers import sysfs_builder as b
 
 from nccl_doctor.cli import main
 from nccl_doctor.node.probe import check, node_dict, probe_node, probe_report

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import sysfs_builder as b
+from tests.helpers import sysfs_builder as b
 
 from nccl_doctor.cli import main
 from nccl_doctor.errors import InputError

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from netns import sh
+from tests.helpers.netns import sh
 
 # Runs in whatever network namespace it is started in: the probe's view (files) and the live view
 # (psutil + netifaces, i.e. ioctl/netlink) of every interface, as JSON.

@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-import sysfs_builder as b
+from tests.helpers import sysfs_builder as b
 
 from nccl_doctor.node.ncclenv import effective_settings, parse_conf, user_conf_path
 from nccl_doctor.node.probe import check, node_dict, probe_node, probe_report

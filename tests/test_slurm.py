@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-import slurm
+from tests.helpers import slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(120)]
 

@@ -3,7 +3,7 @@
 import os
 
 import pytest
-import sysfs_builder as b
+from tests.helpers import sysfs_builder as b
 
 from nccl_doctor.node.sysfs import (
     FsReader, attribute_ipv4, classify, default_route_ifaces, parse_fib_trie_local, parse_if_inet6,

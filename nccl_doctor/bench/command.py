@@ -18,9 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nccl_doctor.bench.busbw import OPS, format_size, parse_size, parse_sizes
-from nccl_doctor.node.compare import majority_first
+from nccl_doctor.node import majority_first
 from nccl_doctor.errors import InputError
-from nccl_doctor.cluster.launch import (LOG_ENV, SlurmInfo, StageFile, check_rdzv_port, check_seconds, in_worker, launch_notes,
+from nccl_doctor.outcome import Outcome
+from nccl_doctor.cluster import (LOG_ENV, SlurmInfo, StageFile, check_rdzv_port, check_seconds, in_worker, launch_notes,
                      parse_endpoint, plan_launch, port_from_env, rdzv_port_origin, self_launch, slurm_launch_config)
 from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps
 from nccl_doctor.report import Finding, Report, Severity, Table, Where, exit_code, hosts_text, plural
@@ -157,13 +158,17 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
 
 
 # --- entry -----------------------------------------------------------------------------------------
-def run(args: argparse.Namespace) -> Report | int:
+def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
+    return ()
+
+
+def run(args: argparse.Namespace) -> Outcome:
     check_args(args)
     if in_worker(os.environ):
         return run_worker(args, os.environ)
     blocked = launch_blockers(args, os.environ)
     if blocked is not None:
-        return blocked
+        return Outcome.of(blocked)
     cfg = plan_launch(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
                       rdzv_id=args.rdzv_id, join_timeout_s=args.timeout + 60,  # our deadline fires first
                       deadline_s=args.timeout, env=os.environ, cpu=args.cpu)
@@ -171,7 +176,7 @@ def run(args: argparse.Namespace) -> Report | int:
     outcome = self_launch(worker_argv(args), cfg)
     code = outcome.final_code()
     if code is not None:
-        return code
+        return Outcome.exit(code)
     report = Report(command="bench")
     code, name = ("ND309", "the run hit its deadline") if outcome.timed_out else ("ND311", "the workers failed")
     stage = outcome.stuck_stage()
@@ -185,7 +190,7 @@ def run(args: argparse.Namespace) -> Report | int:
                    "localisation": {"skipped": f"the run stopped in stage {stage}"}, "worker_log": outcome.log_path}
     if outcome.log_path:
         report.notes.append(f"torchrun's and the workers' stderr on {outcome.host}: {outcome.log_path}")
-    return report
+    return Outcome.of(report)
 
 
 # probe findings that make a launch pointless, by the backend the ranks will use
@@ -195,8 +200,8 @@ BLOCKERS = {"gloo": {"ND216"}, "nccl": {"ND202", "ND222", "ND224"}}
 def launch_blockers(args: argparse.Namespace, env: Mapping[str, str], root: Path = Path("/")) -> Report | None:
     """Probe this node first (~30 ms): an interface variable that matches nothing would only surface
     minutes later as an init timeout on every rank. Returns the report to show instead of launching."""
-    from nccl_doctor.cluster.launch import visible_gpus
-    from nccl_doctor.node.probe import check, probe_node
+    from nccl_doctor.cluster import visible_gpus
+    from nccl_doctor.node import check, probe_node
 
     backend = "nccl" if visible_gpus(env) and not args.cpu else "gloo"
     findings = [f for f in check(probe_node(root, env)) if f.code in BLOCKERS[backend]
@@ -224,7 +229,7 @@ def _stage_fix(stage: str) -> str:
             "drain a host that hangs again")
 
 
-def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Outcome:
     """One rank. Rank 0 renders the report; every rank returns the shared exit code (0 under our
     launcher, which reads the code from the stage files). 2 when nothing at all was measured."""
     import torch.distributed as dist
@@ -265,28 +270,25 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return _finish(args, rank, stage_file, report, code=code)
 
 
-def _finish(args, rank: int, stage_file: StageFile, report: Report, *, code: int | None = None,
-            shared: bool = True) -> int:
-    """Rank 0 renders (and writes --json-out/--junit-out); every rank returns its exit code. Under our
-    launcher the code goes to the stage file, and it is rank 0's *final* code: if rendering or writing
-    fails, the recorded code says so (2), never the 0 of a verdict that nobody received."""
-    from nccl_doctor.cli import emit
-    from nccl_doctor.errors import DoctorError
+def _finish(args: argparse.Namespace, rank: int, stage_file: StageFile, report: Report, *,
+            code: int | None = None, shared: bool = True) -> Outcome:
+    """Rank 0's report goes to the CLI; every rank ends with its exit code. Under our launcher the code goes
+    to the stage file, and it is rank 0's *final* code: if rendering or writing fails, the recorded code
+    says so (2), never the 0 of a verdict that nobody received."""
+    verdict = exit_code(report, strict=args.strict) if code is None else code
 
-    if code is None:
-        code = exit_code(report, strict=args.strict)
-    if rank == 0:
-        try:
-            code = max(code, emit(report, args))
-        except DoctorError as exc:
-            stage_file.set("failed", code=max(code, exc.exit_code))
-            raise
-    if stage_file.managed:
-        stage_file.set("done" if shared else "failed", code=code)
+    def close(rendered: int) -> int:
+        final = max(verdict, rendered)
+        if not stage_file.managed:
+            return final
+        stage_file.set("done" if shared else "failed", code=final)
         # A shared verdict: exit 0, the launcher returns the recorded code and torchrun stays quiet.
         # A failure: exit non-zero so torchrun stops the ranks still waiting on the broken collective.
-        return 0 if shared else max(code, 1)
-    return code
+        return 0 if shared else max(final, 1)
+
+    if rank == 0:
+        return Outcome.of(report, after_render=close)
+    return Outcome.exit(close(verdict))
 
 
 _OUT_OF_MEMORY = ("can't allocate memory", "Cannot allocate memory", "out of memory", "OutOfMemoryError",

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from nccl_doctor.bench.busbw import GB, auto_iters, busbw_gbps, format_size, round_size
 from nccl_doctor.bench.expected import Expected
 from nccl_doctor.errors import InputError
-from nccl_doctor.cluster.launch import StageFile, gloo_iface_to
+from nccl_doctor.cluster import StageFile, gloo_iface_to
 from nccl_doctor.report import plural
 from nccl_doctor.bench.pairs import (Localisation, PairResult, floor_gbps, localise, pair_expected_gbps, plan_line,
                        predict_rounds, time_loop)
@@ -173,7 +173,7 @@ def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tup
     Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so).
     A bug here is raised, not turned into a silent "no yardstick"."""
     from nccl_doctor.bench.expected import expected_bandwidth
-    from nccl_doctor.node.probe import probe_node
+    from nccl_doctor.node import probe_node
 
     route_iface = None
     if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME") and env.get("MASTER_ADDR"):

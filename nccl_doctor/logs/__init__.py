@@ -1,1 +1,9 @@
-"""Offline diagnosis of NCCL_DEBUG=INFO logs: the ``parse`` command."""
+"""Offline diagnosis of NCCL_DEBUG=INFO logs: the ``parse`` command.
+
+What other packages use is imported from here; the modules behind it are this package's own.
+"""
+
+from nccl_doctor.logs.diagnose import diagnose
+from nccl_doctor.logs.parser import parse_paths
+
+__all__ = ["diagnose", "parse_paths"]

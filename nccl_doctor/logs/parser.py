@@ -9,7 +9,6 @@ Formats follow NCCL 2.0 to 2.30 (see ``reference/nccl-facts.md`` section A).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 from collections import Counter
@@ -1169,21 +1168,3 @@ def no_nccl_message(result: ParseResult) -> str:
         return f"{what}: empty, no NCCL log lines (run the job with NCCL_DEBUG=INFO)"
     return (f"{what}: no NCCL log lines in {result.lines} lines (run the job with NCCL_DEBUG=INFO, "
             "and NCCL_DEBUG_FILE=/path/%h.%p.log to keep one file per process)")
-
-
-# --- the command --------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="log files, .gz files, directories (every file inside) or - for stdin")
-
-
-def run(args: argparse.Namespace):
-    from nccl_doctor.logs.diagnose import diagnose
-
-    args.inputs = tuple(p for p in args.paths if p != "-")
-    result = parse_paths(args.paths)
-    if not result.has_nccl:
-        raise InputError(no_nccl_message(result))
-    return diagnose(result)

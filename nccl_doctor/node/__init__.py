@@ -1,1 +1,9 @@
-"""This node: interfaces from sysfs/procfs, NCCL/Gloo settings as NCCL reads them: the ``probe`` command."""
+"""This node: interfaces from sysfs/procfs, NCCL/Gloo settings as NCCL reads them: the ``probe`` command.
+
+What other packages use is imported from here; the modules behind it are this package's own.
+"""
+
+from nccl_doctor.node.compare import compare, majority_first, node_facts
+from nccl_doctor.node.probe import check, probe_node
+
+__all__ = ["check", "compare", "majority_first", "node_facts", "probe_node"]

@@ -7,10 +7,7 @@ A pure function of the files under ``--root`` (default ``/``) and an environment
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -890,41 +887,3 @@ def _summary(node: NodeProbe) -> str:
 # ---------------------------------------------------------------------------------------------------
 # Command entry
 # ---------------------------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", default="/", metavar="DIR",
-                        help="read sysfs/procfs/etc under DIR (a snapshot, extracted or .tar.gz) instead of /")
-    parser.add_argument("--snapshot", metavar="FILE.tar.gz", type=Path,
-                        help="also save exactly the files the probe read, for `probe --root FILE.tar.gz` elsewhere")
-
-
-def run(args: argparse.Namespace) -> Report:
-    from nccl_doctor.node.snapshot import check_snapshot_target, extract_snapshot, write_snapshot
-
-    given = root = Path(args.root)
-    archive = given if given.is_file() else None
-    if archive is not None or (given.is_dir() and given.resolve() != Path("/")):
-        args.inputs = [given]  # the CLI then refuses --json-out/--junit-out over (or inside) it
-    if args.snapshot:  # before any work: never overwrite the input
-        check_snapshot_target(args.snapshot, archive=archive, tree=given if archive is None else None)
-    tmp = None
-    try:
-        if archive is not None:
-            tmp = tempfile.mkdtemp(prefix="nccl-doctor-root.")
-            extract_snapshot(archive, Path(tmp))
-            root = Path(tmp)
-        fs = FsReader(root)
-        node = probe_node(root, os.environ, fs=fs)
-        node.root = str(args.root)
-        report = probe_report(node)
-        if args.snapshot:
-            live = archive is None and given.resolve() == Path("/")  # read paths are host paths only then
-            check_snapshot_target(args.snapshot, read=[*fs.files, *fs.links] if live else ())
-            n = write_snapshot(fs, args.snapshot)
-            report.notes.append(f"Snapshot: {args.snapshot} ({n} entries); replay with "
-                                f"`nccl-doctor probe --root {args.snapshot}`")
-        return report
-    finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nccl_doctor.errors import InputError
+from nccl_doctor.outcome import Outcome as CommandOutcome
 from nccl_doctor.report import Finding, Report, Severity, Table, Where, exit_code, hosts_text, plural
 
 PREFIX = "nccl-doctor preflight"
@@ -86,7 +87,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Every option, before anything is created or started: one line naming the option, exit 2."""
-    from nccl_doctor.cluster.launch import check_port, check_seconds
+    from nccl_doctor.cluster import check_port, check_seconds
 
     for name in ("timeout", "rendezvous_timeout", "collective_timeout"):
         check_seconds(getattr(args, name), f"--{name.replace('_', '-')}")
@@ -112,12 +113,16 @@ def check_smoke_dir(path: str) -> None:
         raise InputError(f"--fsdp-smoke-dir {path!r}: not writable here")
 
 
-def run(args: argparse.Namespace) -> Report | int:
+def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
+    return ()
+
+
+def run(args: argparse.Namespace) -> CommandOutcome:
     check_args(args)
     if args.worker or os.environ.get(WORKER_ENV):
         from nccl_doctor.preflight.worker import run_worker
 
-        return run_worker(args, os.environ)
+        return CommandOutcome.exit(run_worker(args, os.environ))
     user_log_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's socket warnings would bury the report
     plan = node_plan(args, os.environ)
@@ -133,14 +138,14 @@ def run(args: argparse.Namespace) -> Report | int:
         raise
     if outcome.report is None:  # another node holds the full report; say the verdict in one line
         print(f"{PREFIX} ({plan.host}): {outcome.verdict.upper()}: {outcome.summary}", flush=True)
-        return _exit_now(outcome.code)
-    from nccl_doctor.cli import emit
+        return CommandOutcome.exit(_exit_now(outcome.code))
 
-    try:
-        code = emit(outcome.report, args)
-    finally:  # only now: a follower that exits first may get the whole step killed (srun --kill-on-bad-exit)
+    def close(rendered: int) -> int:
+        # only now: a follower that exits first may get the whole step killed (srun --kill-on-bad-exit)
         launcher.publish(outcome)
-    return _exit_now(outcome.code if outcome.code == 2 else code)
+        return _exit_now(outcome.code if outcome.code == 2 else rendered)
+
+    return CommandOutcome.of(outcome.report, after_render=close)
 
 
 DCP_RECORD = "fsdp-smoke-checkpoint"  # in the log dir: where rank 0 put the smoke test's checkpoint
@@ -191,7 +196,7 @@ class NodePlan:
 
 def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
     """Everything from SLURM_* under srun; one node with 2 CPU ranks (or one per GPU) otherwise."""
-    from nccl_doctor.cluster.launch import default_nproc, free_port, one_task_per_node, port_from_env, slurm_launch_config
+    from nccl_doctor.cluster import default_nproc, free_port, one_task_per_node, port_from_env, slurm_launch_config
 
     host = socket.gethostname()
     slurm = slurm_launch_config(env)
@@ -216,7 +221,7 @@ def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
 def step_port(job: str, step: str) -> int:
     """29500 + (job id + step id) % 1000: step 0 keeps the job's usual port, and two preflight steps of one
     job running at once (``srun --overlap``) do not meet on one port."""
-    from nccl_doctor.cluster.launch import DEFAULT_PORT
+    from nccl_doctor.cluster import DEFAULT_PORT
 
     num = (int(job) if job.isdigit() else 0) + (int(step) if step.isdigit() else 0)
     return DEFAULT_PORT + num % 1000
@@ -224,7 +229,7 @@ def step_port(job: str, step: str) -> int:
 
 def nproc_source(args: argparse.Namespace, env: Mapping[str, str], slurm) -> str:
     """Why this node starts the ranks it does, in the words of the fix (compared across nodes)."""
-    from nccl_doctor.cluster.launch import visible_gpus
+    from nccl_doctor.cluster import visible_gpus
 
     if args.nproc_per_node:
         return f"--nproc-per-node {args.nproc_per_node}"
@@ -388,8 +393,8 @@ NCCL_NEVER_RAN = "the ranks ran Gloo on CPU (no GPU or --cpu), so NCCL never ran
 def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> dict:
     """Parse one node's captured NCCL_DEBUG=INFO logs: the transport NCCL really used per communicator,
     and the parser's findings; or why there is nothing to parse. JSON-ready (it crosses the store)."""
-    from nccl_doctor.logs.diagnose import diagnose
-    from nccl_doctor.logs.parser import parse_paths
+    from nccl_doctor.logs import diagnose
+    from nccl_doctor.logs import parse_paths
 
     files = sorted(log_dir.glob("*.log"))
     if not files:
@@ -463,7 +468,7 @@ class Launcher:
     def run(self) -> Outcome:
         """Never leaves a rank behind: SIGTERM (srun, scancel, the time limit) stops us like Ctrl-C, and
         ``finally`` stops the ranks, which live in sessions of their own."""
-        from nccl_doctor.cluster.launch import ignore_sigterm, private_dir, sigterm_as_interrupt
+        from nccl_doctor.cluster import ignore_sigterm, private_dir, sigterm_as_interrupt
 
         old = sigterm_as_interrupt()
         try:
@@ -505,8 +510,8 @@ class Launcher:
 
     # --- steps every node takes ----------------------------------------------------------------
     def _probe(self) -> dict:
-        from nccl_doctor.node.compare import node_facts
-        from nccl_doctor.node.probe import check, probe_node
+        from nccl_doctor.node import node_facts
+        from nccl_doctor.node import check, probe_node
 
         node = probe_node("/", self.env)
         findings = check(node)
@@ -673,7 +678,7 @@ class Launcher:
         master = self.plan.head
         gloo_iface = None
         if self.plan.nnodes > 1 and not self.env.get("GLOO_SOCKET_IFNAME"):
-            from nccl_doctor.cluster.launch import gloo_iface_to
+            from nccl_doctor.cluster import gloo_iface_to
 
             gloo_iface = gloo_iface_to(self.plan.head, self.plan.port)
         for local in range(nproc):
@@ -696,7 +701,7 @@ class Launcher:
 
     def _kill_workers(self) -> None:
         """Each rank runs in a session of its own (so a Ctrl-C reaches only us): stop them all, TERM first."""
-        from nccl_doctor.cluster.launch import kill_groups
+        from nccl_doctor.cluster import kill_groups
 
         kill_groups(self.procs, KILL_GRACE_S)
 
@@ -707,7 +712,7 @@ class Launcher:
         return nccl_log_summary(self.log_dir, self._backend(), host=self.plan.host)
 
     def _backend(self) -> str:
-        from nccl_doctor.cluster.launch import visible_gpus
+        from nccl_doctor.cluster import visible_gpus
 
         return "gloo" if self.args.cpu or not visible_gpus(self.env) else "nccl"
 
@@ -790,7 +795,7 @@ class Launcher:
             self.say(f"rendezvous: all {self.plan.nnodes} nodes arrived in {self.timings['rendezvous']} s")
         t = time.monotonic()
         self._add_probe_findings(report, nodes)
-        from nccl_doctor.node.compare import compare
+        from nccl_doctor.node import compare
 
         diffs = compare([n["facts"] for n in nodes])
         report.extend(diffs)

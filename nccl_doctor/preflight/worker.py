@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from nccl_doctor.bench.busbw import format_size
+from nccl_doctor.bench import format_size
 from nccl_doctor.report import Finding, Severity, Where, plural
 
 PREFIX = "nccl-doctor preflight"
@@ -85,7 +85,7 @@ def _work(args, env: Mapping[str, str], stage: StageKeys, device: str) -> dict:
     import torch.distributed as dist
 
     from nccl_doctor.bench import worker as bw
-    from nccl_doctor.bench.command import build_report, coverage, judge, measured_nothing
+    from nccl_doctor.bench import build_report, coverage, judge, measured_nothing
     from nccl_doctor.preflight.command import BENCH_SIZES, PAIR_ITERS, PAIR_SIZE
 
     rank = dist.get_rank()

@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import netns
+from tests.helpers import netns
 
 CTL_HOST = "ctl"
 

@@ -1,0 +1,50 @@
+"""What a command hands back to the CLI, and the shape every command module has.
+
+Commands never render: they return an ``Outcome`` and the CLI alone prints it and writes the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from nccl_doctor.report import Report
+
+AfterRender = Callable[[int], int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """A report to render, or (``report`` None) a process that renders nothing and exits with ``exit_code``.
+
+    ``after_render`` is told the exit code the rendering came to (2 when a file could not be written, the
+    CLI having said why) and returns the process's final code: a bench rank records it for its launcher, a
+    preflight node publishes its verdict to the others only once its report is out.
+    """
+
+    report: Report | None = None
+    exit_code: int = 0
+    after_render: AfterRender | None = None
+
+    @classmethod
+    def of(cls, report: Report, *, after_render: AfterRender | None = None) -> Outcome:
+        return cls(report=report, after_render=after_render)
+
+    @classmethod
+    def exit(cls, code: int) -> Outcome:
+        return cls(exit_code=code)
+
+
+class CommandModule(Protocol):
+    """A command's module: ``nccl_doctor.<package>.command``."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def inputs(self, args: argparse.Namespace) -> tuple[Path, ...]:
+        """The files the user gave to read: an output over (or inside) one is refused before any work."""
+        ...
+
+    def run(self, args: argparse.Namespace) -> Outcome: ...
