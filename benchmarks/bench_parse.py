@@ -147,10 +147,10 @@ def phases(path: Path) -> dict[str, float]:
     ``filter`` is ``LogParser.feed_all`` itself (the per-line loop that skips repeats); ``parse``
     is the careful path it hands lines to (``_logical``/``feed``), timed around each call.
     """
-    from nccl_doctor.logs import reader as loglines
-    from nccl_doctor.logs import parser as logparse
     from nccl_doctor import render
-    from nccl_doctor.logs.diagnose import diagnose
+    from nccl_doctor.logs import diagnose
+    from nccl_doctor.logs import parser as logparse
+    from nccl_doctor.logs import reader as loglines
 
     src = loglines.Source(str(path), path)
     t0 = time.perf_counter()

@@ -13,9 +13,12 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from nccl_doctor import __version__
-from nccl_doctor.report import SCHEMA_VERSION, Report, Severity
+from nccl_doctor.report import SCHEMA_VERSION, Finding, Report, Severity
 
 _STYLE = {Severity.PASS: "bold green", Severity.WARN: "bold yellow", Severity.FAIL: "bold red"}
+LOG_WIDTH = 140  # columns off a terminal (a job log) when COLUMNS is unset: tables stay unwrapped
+EVIDENCE_SHOWN = 3  # evidence lines under a finding in the text view; the JSON has them all
+ALL_HOSTS = "all"  # JUnit testsuite of findings about no one host (a log, the whole job)
 
 
 class _Console(Console):
@@ -29,12 +32,12 @@ def make_console(file: IO[str], *, width: int | None = None) -> Console:
     """A console for job logs as well as terminals: no colour off a TTY, ``NO_COLOR`` honoured
     (by rich), and a wide fixed width when not a terminal so tables don't wrap in a log file."""
     if width is None and not (hasattr(file, "isatty") and file.isatty()):
-        width = int(os.environ.get("COLUMNS", "0") or 0) or 140
+        width = int(os.environ.get("COLUMNS", "0") or 0) or LOG_WIDTH
     return _Console(file=file, width=width, highlight=False, soft_wrap=False)
 
 
 def verdict_line(report: Report) -> str:
-    counts = {s: 0 for s in Severity}
+    counts = dict.fromkeys(Severity, 0)
     for f in report.findings:
         counts[f.severity] += 1
     tally = f"{counts[Severity.FAIL]} fail, {counts[Severity.WARN]} warn, {counts[Severity.PASS]} pass"
@@ -73,10 +76,10 @@ def _render_text(report: Report, console: Console) -> None:
             head.append(f"({where}) ", style="cyan")
         head.append(f.message)
         console.print(head, soft_wrap=True)  # never hard-wrapped: `grep ND110 job.log` gets the whole line
-        for ev in f.evidence[:3]:
+        for ev in f.evidence[:EVIDENCE_SHOWN]:
             console.print(Text(f"    | {ev}", style="dim"), soft_wrap=True)
-        if len(f.evidence) > 3:
-            console.print(Text(f"    | ... {len(f.evidence) - 3} more in the JSON report", style="dim"),
+        if len(f.evidence) > EVIDENCE_SHOWN:
+            console.print(Text(f"    | ... {len(f.evidence) - EVIDENCE_SHOWN} more in the JSON report", style="dim"),
                           soft_wrap=True)
         if f.fix:
             console.print(Text(f"    fix: {f.fix}", style="green"), soft_wrap=True)
@@ -109,35 +112,52 @@ def render_junit(report: Report, *, strict: bool = False) -> str:
     """A testsuite per host, a testcase per finding (named by code); fail = failure, warn = passed
     with system-out (dashboards treat warnings as green, as the exit code does), or a failure under
     ``strict`` (as the exit code then is). A check that could not run is an error testcase in "all"."""
-    by_host: dict[str, list] = {}
-    for f in report.sorted_findings():  # findings about no one host (a log, the whole job) go to "all"
-        by_host.setdefault(f.where.host or "all", []).append(f)
-    if report.could_not_run:
-        by_host.setdefault("all", [])
     root = ET.Element("testsuites", name=f"nccl-doctor {report.command}")
     total = fails = errors = 0
-    for host, findings in sorted(by_host.items()):
-        failing = [f for f in findings if f.severity is Severity.FAIL or (strict and f.severity is Severity.WARN)]
-        failing_ids = {id(f) for f in failing}
-        nerr = int(bool(report.could_not_run) and host == "all")
-        suite = ET.SubElement(root, "testsuite", name=f"{report.command}.{host}", tests=str(len(findings) + nerr),
-                              failures=str(len(failing)), errors=str(nerr), skipped="0")
-        if nerr:
-            case = ET.SubElement(suite, "testcase", classname=f"{report.command}.all", name="could not run")
-            ET.SubElement(case, "error", message=report.could_not_run, type="could-not-run").text = report.summary
-        for f in findings:
-            case = ET.SubElement(suite, "testcase", classname=f"{report.command}.{host}",
-                                 name=f"{f.code} {str(f.where) or host}")
-            text = f.message + (f"\nfix: {f.fix}" if f.fix else "")
-            if id(f) in failing_ids:
-                ET.SubElement(case, "failure", message=f.message, type=f.code).text = text
-            else:
-                ET.SubElement(case, "system-out").text = f"[{f.severity.value}] {text}"
-        total += len(findings) + nerr
-        fails += len(failing)
-        errors += nerr
+    for host, findings in sorted(_findings_by_host(report).items()):
+        tests, failures, errs = _junit_suite(root, report, host, findings, strict=strict)
+        total += tests
+        fails += failures
+        errors += errs
     root.set("tests", str(total))
     root.set("failures", str(fails))
     root.set("errors", str(errors))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _findings_by_host(report: Report) -> dict[str, list[Finding]]:
+    """Worst first within a host; findings about no one host go to "all", which a check that could
+    not run always has (its error testcase lives there)."""
+    by_host: dict[str, list[Finding]] = {}
+    for f in report.sorted_findings():
+        by_host.setdefault(f.where.host or ALL_HOSTS, []).append(f)
+    if report.could_not_run:
+        by_host.setdefault(ALL_HOSTS, [])
+    return by_host
+
+
+def _is_failure(finding: Finding, *, strict: bool) -> bool:
+    """A failure testcase: a FAIL, or under ``strict`` a WARN too (the exit code's rule)."""
+    return finding.severity is Severity.FAIL or (strict and finding.severity is Severity.WARN)
+
+
+def _junit_suite(root: ET.Element, report: Report, host: str, findings: list[Finding], *,
+                 strict: bool) -> tuple[int, int, int]:
+    """Add one host's testsuite; returns its (tests, failures, errors), which the root sums."""
+    failing = [f for f in findings if _is_failure(f, strict=strict)]
+    nerr = int(bool(report.could_not_run) and host == ALL_HOSTS)
+    suite = ET.SubElement(root, "testsuite", name=f"{report.command}.{host}", tests=str(len(findings) + nerr),
+                          failures=str(len(failing)), errors=str(nerr), skipped="0")
+    if nerr:
+        case = ET.SubElement(suite, "testcase", classname=f"{report.command}.{ALL_HOSTS}", name="could not run")
+        ET.SubElement(case, "error", message=report.could_not_run, type="could-not-run").text = report.summary
+    for f in findings:
+        case = ET.SubElement(suite, "testcase", classname=f"{report.command}.{host}",
+                             name=f"{f.code} {str(f.where) or host}")
+        text = f.message + (f"\nfix: {f.fix}" if f.fix else "")
+        if _is_failure(f, strict=strict):
+            ET.SubElement(case, "failure", message=f.message, type=f.code).text = text
+        else:
+            ET.SubElement(case, "system-out").text = f"[{f.severity.value}] {text}"
+    return len(findings) + nerr, len(failing), nerr

@@ -98,8 +98,9 @@ class Finding:
     def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         """The inverse of ``as_dict`` (its derived ``name`` is ignored): findings travel between
         nodes as JSON."""
-        return cls(code=CODES.get(d["code"], d["code"]), severity=Severity(d["severity"]), message=d["message"], fix=d.get("fix"),
-                   where=Where.from_dict(d.get("where") or {}), evidence=tuple(d.get("evidence") or ()))
+        return cls(code=CODES.get(d["code"], d["code"]), severity=Severity(d["severity"]), message=d["message"],
+                   fix=d.get("fix"), where=Where.from_dict(d.get("where") or {}),
+                   evidence=tuple(d.get("evidence") or ()))
 
 
 def finding(code: Code, severity: Severity, message: str, fix: str | None = None, *,
@@ -170,7 +171,7 @@ def hosts_text(hosts: Iterable[str]) -> str:
     if not names:
         return ""
     try:
-        return hostlist.collect_hostlist(names)
+        return str(hostlist.collect_hostlist(names))  # python-hostlist is untyped
     except hostlist.BadHostlist:  # a name with a comma or bracket: no compact form exists
         return ",".join(names)
 

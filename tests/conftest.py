@@ -35,9 +35,18 @@ def dgx(tmp_path_factory):
     return sysfs_builder.build(sysfs_builder.dgx_h100(), tmp_path_factory.mktemp("dgx"))
 
 
+def _torch_missing() -> str | None:
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        return f"torch is not installed ({exc}): pip install torch"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip, with the printed reason, what this machine cannot run: namespaces need root; a Slurm
-    cluster needs namespaces and slurmctld/slurmd/munge installed."""
+    """Skip, with the printed reason, what this machine cannot run: torch tests need torch; namespaces
+    need root; a Slurm cluster needs namespaces and slurmctld/slurmd/munge installed."""
+    torch_reason = _torch_missing() if any("torch" in item.keywords for item in items) else None
     netns_reason = netns.can_use_netns()
     slurm_reason = None
     if any("slurm" in item.keywords for item in items):
@@ -46,6 +55,7 @@ def pytest_collection_modifyitems(config, items):
         slurm_reason = slurm.can_run_slurm()
     for item in items:
         reason = slurm_reason if "slurm" in item.keywords else netns_reason if "netns" in item.keywords else None
+        reason = reason or (torch_reason if "torch" in item.keywords else None)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 

@@ -5,7 +5,10 @@ What other packages use is imported from here; the modules behind it are this pa
 Torch-free: the torch side is ``nccl_doctor.bench.worker``, imported by name where a rank runs.
 """
 
-from nccl_doctor.bench.busbw import format_size
-from nccl_doctor.bench.command import build_report, coverage, judge, measured_nothing
+from nccl_doctor.bench.busbw import Op, format_size
+from nccl_doctor.bench.judge import coverage, judge, measured_nothing
+from nccl_doctor.bench.model import BenchConfig, BenchResult, Group
+from nccl_doctor.bench.view import build_report
 
-__all__ = ["build_report", "coverage", "format_size", "judge", "measured_nothing"]
+__all__ = ["BenchConfig", "BenchResult", "Group", "Op", "build_report", "coverage", "format_size", "judge",
+           "measured_nothing"]

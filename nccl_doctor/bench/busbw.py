@@ -9,9 +9,26 @@ from __future__ import annotations
 
 import re
 
-OPS = ("all_gather", "reduce_scatter", "all_reduce")
+from nccl_doctor.enums import StrEnum
+
+
+class Op(StrEnum):
+    """The collectives ``bench`` measures (nccl-tests' names)."""
+
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_REDUCE = "all_reduce"
+
+
+OPS = tuple(Op)
+SENDRECV = "sendrecv"  # nccl-tests' point-to-point test: factor 1
 GB = 1e9
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+BITS_PER_BYTE = 8
+MBIT = 1e6  # bits in a megabit (sysfs speeds are Mb/s)
+FLOAT32_BYTES = 4  # every buffer holds float32 elements
+AUTO_ITERS = (5, 50)  # timed iterations per size without --iters: at least, at most
+_UNITS = {"": 1, "b": 1, "k": KIB, "m": MIB, "g": GIB}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgb]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
@@ -19,11 +36,11 @@ def bus_factor(op: str, n: int) -> float:
     """nccl-tests' busbw factor: AG and RS (n-1)/n, AR 2(n-1)/n, p2p ``sendrecv`` 1."""
     if n < 1:
         raise ValueError(f"group size must be >= 1, got {n}")
-    if op in ("all_gather", "reduce_scatter"):
+    if op in (Op.ALL_GATHER, Op.REDUCE_SCATTER):
         return (n - 1) / n
-    if op == "all_reduce":
+    if op == Op.ALL_REDUCE:
         return 2 * (n - 1) / n
-    if op == "sendrecv":
+    if op == SENDRECV:
         return 1.0
     raise ValueError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
 
@@ -34,6 +51,12 @@ def algbw_gbps(size_bytes: int, time_s: float) -> float:
 
 def busbw_gbps(op: str, size_bytes: int, time_s: float, n: int) -> float:
     return algbw_gbps(size_bytes, time_s) * bus_factor(op, n)
+
+
+def pair_gbps(size_bytes: int, round_trip_s: float) -> float:
+    """A node pair's figure from one ping-pong round trip: ``size`` bytes went each way, one direction at a
+    time, so the link carried ``2 x size`` bytes in ``round_trip_s``: GB/s over the link, one way at a time."""
+    return 2 * size_bytes / round_trip_s / GB if round_trip_s > 0 else 0.0
 
 
 def parse_size(text: str) -> int:
@@ -73,28 +96,28 @@ def size_sweep(lo: int, hi: int, factor: int = 4) -> list[int]:
     return sizes
 
 
-def round_size(size_bytes: int, n: int, elem: int = 4) -> int:
+def round_size(size_bytes: int, n: int, elem: int = FLOAT32_BYTES) -> int:
     """The largest buffer <= size that splits into ``n`` equal chunks of whole elements (>= 1 each)."""
     per = max(1, size_bytes // (n * elem))
     return per * n * elem
 
 
 def format_size(size_bytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if size_bytes >= scale and size_bytes % scale == 0:
             return f"{size_bytes // scale} {unit}"
-    if size_bytes >= 1 << 20:
-        return f"{size_bytes / (1 << 20):.1f} MiB"
-    if size_bytes >= 1 << 10:
-        return f"{size_bytes / (1 << 10):.1f} KiB"
+    if size_bytes >= MIB:
+        return f"{size_bytes / MIB:.1f} MiB"
+    if size_bytes >= KIB:
+        return f"{size_bytes / KIB:.1f} KiB"
     return f"{size_bytes} B"
 
 
 def link_gbps(speed_mbit: float) -> float:
     """A link's line rate in Mb/s (sysfs ``speed``) as GB/s per direction."""
-    return speed_mbit * 1e6 / 8 / GB
+    return speed_mbit * MBIT / BITS_PER_BYTE / GB
 
 
-def auto_iters(size_bytes: int, *, budget_bytes: int, lo: int = 5, hi: int = 50) -> int:
+def auto_iters(size_bytes: int, *, budget_bytes: int, lo: int = AUTO_ITERS[0], hi: int = AUTO_ITERS[1]) -> int:
     """Enough iterations for a stable mean at small sizes without spending minutes at large ones."""
     return max(lo, min(hi, budget_bytes // max(1, size_bytes)))

@@ -1,6 +1,7 @@
 """What a node's links should deliver, from the probe: the yardstick for bench's "% of expected".
 
-A pure function of a ``NodeProbe`` (``probe.probe_node``, ~30 ms) and the backend: no torch, no I/O.
+``expected_bandwidth`` is a pure function of a ``NodeProbe`` (``probe_node``, ~30 ms) and the backend; a
+rank's ``local_expected`` probes this node for it. No torch.
 Inter-node: NCCL on its IB/RoCE ports (sum of their active rates), else the socket interfaces the
 backend binds (sum of their sysfs speeds). Intra-node (GPUs only): NCCL's effective NVLink or PCIe
 figure for the GPU model, an estimate from a table (nccl-facts.md section E). All in GB/s per direction.
@@ -8,9 +9,15 @@ figure for the GPU model, an estimate from a table (nccl-facts.md section E). Al
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nccl_doctor.bench.busbw import link_gbps
+from nccl_doctor.bench.busbw import BITS_PER_BYTE, link_gbps
+from nccl_doctor.cluster import DEFAULT_PORT, gloo_iface_to
+from nccl_doctor.errors import InputError
+from nccl_doctor.node import NodeProbe, probe_node
+
+NOMINAL_KINDS = ("veth", "bridge", "tun")  # sysfs speed is a made-up number (veth: 10000), not a line rate
 
 # PCI device id -> (model, busbw NCCL reaches inside one node in GB/s, how). NVLink: links x NCCL's
 # per-link constant (graph/topo.h); PCIe: NCCL's effective x16 figure. Estimates, not measurements.
@@ -44,7 +51,26 @@ class Expected:
     intra_basis: str | None = None  # always an estimate: says so
 
 
-def expected_bandwidth(node, backend: str, *, route_iface: str | None = None) -> Expected:
+def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tuple[Expected | None, bool, str | None]:
+    """This node's yardstick from the probe (~30 ms): the links the backend will use, and their rates,
+    whether those rates are only nominal (every link a veth/bridge/tun: a figure may exceed them), and
+    why there is no yardstick when the node cannot be read (the figures are still measured).
+    Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so).
+    A bug here is raised, not turned into a silent "no yardstick"."""
+    route_iface = None
+    if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME") and env.get("MASTER_ADDR"):
+        route_iface = gloo_iface_to(env["MASTER_ADDR"], int(env.get("MASTER_PORT", str(DEFAULT_PORT))))
+    try:
+        node = probe_node(root, env)
+    except (InputError, OSError) as exc:
+        return None, False, f"no yardstick: the probe could not read this node ({exc})"
+    exp = expected_bandwidth(node, backend, route_iface=route_iface)
+    links = [node.facts.iface(n) for n in exp.ifaces]
+    nominal = bool(links) and all(i is not None and i.virtual_kind in NOMINAL_KINDS for i in links)
+    return exp, nominal, None
+
+
+def expected_bandwidth(node: NodeProbe, backend: str, *, route_iface: str | None = None) -> Expected:
     """``node``: a ``probe.NodeProbe``. ``route_iface``: the interface routing to the rendezvous host,
     Gloo's fallback when GLOO_SOCKET_IFNAME is unset (as the launcher would set it)."""
     inter = _nccl_rdma(node) if backend == "nccl" else None
@@ -55,19 +81,23 @@ def expected_bandwidth(node, backend: str, *, route_iface: str | None = None) ->
                     iface=_netdev(node, inter[3][0]) if inter[3] else None, intra_gbps=intra, intra_basis=intra_basis)
 
 
-def _netdev(node, name: str) -> str:
+def _netdev(node: NodeProbe, name: str) -> str:
     """A netdev name for an RDMA port ("mlx5_0:1" -> "ib0"); netdev names pass through."""
     dev, _, port = name.partition(":")
     for d in node.facts.rdma_devices:
         for p in d.ports:
             if d.name == dev and str(p.port) == port and (p.netdevs or d.netdevs):
-                return (p.netdevs or d.netdevs)[0]
+                return str((p.netdevs or d.netdevs)[0])
     return name
 
 
-def _nccl_rdma(node):
+# an inter-node yardstick: (all links GB/s, one rank pair's GB/s, how, the links)
+InterLinks = tuple[float | None, float | None, str, tuple[str, ...]]
+
+
+def _nccl_rdma(node: NodeProbe) -> InterLinks | None:
     """NCCL's IB transport: the ports it opens (NCCL_IB_HCA applied), or EFA through the OFI plugin."""
-    rates = {f"{d.name}:{p.port}": p.rate_gbps for d in node.facts.rdma_devices for p in d.ports}
+    rates = {f"{d.name}:{p.port}": p.rate_gbps for d in node.facts.rdma_devices for p in d.ports if p.rate_gbps}
     if node.nccl_ib.disabled_by:
         return None
     ports = [p for p in node.nccl_ib.ports if rates.get(p)]
@@ -78,8 +108,8 @@ def _nccl_rdma(node):
         how = "EFA via aws-ofi-nccl"
     if not ports:
         return None
-    total = sum(rates[p] for p in ports) / 8
-    one = max(rates[p] for p in ports) / 8
+    total = sum(rates[p] for p in ports) / BITS_PER_BYTE
+    one = max(rates[p] for p in ports) / BITS_PER_BYTE
     shown = ", ".join(ports[:4]) + (", ..." if len(ports) > 4 else "")
     each = sorted({rates[p] for p in ports})
     rate_text = "/".join(f"{r:g}" for r in each)
@@ -87,7 +117,7 @@ def _nccl_rdma(node):
             tuple(ports))
 
 
-def _socket(node, backend: str, route_iface: str | None):
+def _socket(node: NodeProbe, backend: str, route_iface: str | None) -> InterLinks:
     """The socket interfaces the backend binds: NCCL's choice (NCCL_SOCKET_IFNAME rules), or Gloo's
     (GLOO_SOCKET_IFNAME, else the route to the rendezvous host, else the hostname's interface)."""
     if backend == "nccl":
@@ -111,14 +141,13 @@ def _socket(node, backend: str, route_iface: str | None):
     return total, total, f"{text} ({how})", tuple(i.name for i in real)
 
 
-def _intra(node) -> tuple[float | None, str | None]:
+def _intra(node: NodeProbe) -> tuple[float | None, str | None]:
     gpus = node.facts.gpus
     if not gpus:
         return None, None
-    known = [GPU_INTRA.get((g.pci.device or "").lower()) for g in gpus]
-    if any(k is None for k in known):
-        ids = sorted({g.pci.device or "?" for g, k in zip(gpus, known) if k is None})
-        return None, f"GPU model {', '.join(ids)} not in the table: no intra-node estimate"
-    slowest = min(known, key=lambda k: k[1])
+    unknown = sorted({g.pci.device or "?" for g in gpus if (g.pci.device or "").lower() not in GPU_INTRA})
+    if unknown:
+        return None, f"GPU model {', '.join(unknown)} not in the table: no intra-node estimate"
+    slowest = min((GPU_INTRA[(g.pci.device or "").lower()] for g in gpus), key=lambda k: k[1])
     return slowest[1], f"estimate for {len(gpus)} x {slowest[0]}: {slowest[2]} (NCCL's effective figure, " \
                        "nccl-facts.md section E)"

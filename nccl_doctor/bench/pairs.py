@@ -6,7 +6,7 @@ odd node) against nodes already shown good, as many at once as there are good no
 costs one round (two for odd N); k bad nodes among N about 1 + ceil(2k / (N - 2k)) rounds, never the
 N-1 rounds of all-pairs.
 
-Judging (one rule for both commands; ``bench.judge`` applies it). A link is slow below ``SLOW_RATIO``
+Judging (one rule for both commands; ``judge.py`` applies it). A link is slow below ``SLOW_RATIO``
 of the best link, or below the floor (a share of the line rate, ``FLOOR_SHARE``). A node is named only
 when every link it has is slow *and* one of its partners is proven good elsewhere. This is preferred to
 "a node's best pair below half its peers' median" because it needs proof: with adaptive rounds a good
@@ -16,7 +16,7 @@ nodes are slow (a bad rack), the best link does not. A slow link with no end to 
 known-good node left to test against) is reported as a link. Each node's figure (its best pair) and its
 peers' median are still reported, as figures.
 
-Measuring (inside a process group, torch imported lazily): each pair's first ranks ping-pong over a
+Measuring (``worker.py``, inside a process group): each pair's first ranks ping-pong over a
 dedicated 2-rank group, one direction at a time, so each flow's ACKs cross an idle link and a shaped
 link shows its rate: 1.00 of one-way raw TCP on a tbf link, where a simultaneous two-way exchange gave
 0.62-0.68. Every rank ends each round with the same figures (one world all-reduce), so every rank
@@ -26,33 +26,17 @@ plans the same next round.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from nccl_doctor.bench.busbw import format_size
+from nccl_doctor.bench.busbw import GB, format_size
+from nccl_doctor.bench.model import Backend, NodeInfo, PairResult
 
 SLOW_RATIO = 0.25  # a link below a quarter of the best link is slow (tbf/bad cable: 10-100x)
-FLOOR_SHARE = {"nccl": 0.25, "gloo": 0.05}  # ... or below this share of the line rate (Gloo is CPU-bound)
+FLOOR_SHARE = {Backend.NCCL: 0.25, Backend.GLOO: 0.05}  # ... or below this share of the line rate (Gloo: CPU-bound)
 MAX_ROUNDS = 6
-
-
-@dataclass(frozen=True, kw_only=True)
-class PairResult:
-    """One node pair's ping-pong: ``busbw_gbps`` is bytes over the link per second, one way at a time."""
-
-    a: int  # node indices
-    b: int
-    size_bytes: int
-    iters: int
-    time_us: float  # per round trip
-    busbw_gbps: float
-    wrong: int
-    round: int = 1
-
-    @property
-    def link(self) -> tuple[int, int]:
-        return (min(self.a, self.b), max(self.a, self.b))
+ROUND_OVERHEAD_S = 0.05  # per round: group setup and a world all-reduce
+UNKNOWN_RATE_GBPS = 1.0  # the prediction's rate when the line rate is unknown
 
 
 @dataclass
@@ -93,7 +77,7 @@ class Localisation:
     def partners(self, node: int) -> dict[int, bool]:
         """node -> {partner: link is slow} over measured links."""
         out = {}
-        for (a, b) in self.links:
+        for a, b in self.links:
             if node in (a, b):
                 out[b if a == node else a] = self.slow((a, b))
         return out
@@ -141,19 +125,19 @@ def next_round(loc: Localisation) -> list[tuple[int, int]]:
 
 
 # --- yardsticks and prediction ----------------------------------------------------------------------
-def pair_expected_gbps(node) -> float | None:
-    """What one node pair should reach from this node (a ``NodeInfo``): the probe's per-rank-pair figure
-    (one NIC on an RDMA node), else the line rate of its inter-node links; None when unknown."""
-    exp = getattr(node, "expected", None)
-    if exp is not None:
-        return exp.per_rank_gbps or None
+def pair_expected_gbps(node: NodeInfo) -> float | None:
+    """What one node pair should reach from this node: the probe's per-rank-pair figure (one NIC on an
+    RDMA node), else the line rate of its inter-node links; None when unknown."""
+    if node.expected is not None:
+        return node.expected.per_rank_gbps or None
     return node.link_gbps or None
 
 
-def floor_gbps(nodes, backend: str) -> float:
+def floor_gbps(nodes: Iterable[NodeInfo], backend: str) -> float:
     """The absolute floor of a link: ``FLOOR_SHARE`` of the slowest node's yardstick (0 when unknown)."""
     known = [y for y in map(pair_expected_gbps, nodes) if y]
-    return FLOOR_SHARE.get(backend, FLOOR_SHARE["nccl"]) * min(known) if known else 0.0
+    share = FLOOR_SHARE[Backend(backend)] if backend in FLOOR_SHARE else FLOOR_SHARE[Backend.NCCL]
+    return share * min(known) if known else 0.0
 
 
 def predict_rounds(nnodes: int) -> tuple[int, int]:
@@ -165,16 +149,17 @@ def predict_rounds(nnodes: int) -> tuple[int, int]:
     return (1, 2) if nnodes % 2 == 0 else (2, 3)
 
 
-def predicted_seconds(rounds: int, size_bytes: int, exchanges: int, gbps: float, overhead_s: float = 0.05) -> float:
+def predicted_seconds(rounds: int, size_bytes: int, exchanges: int, gbps: float,
+                      overhead_s: float = ROUND_OVERHEAD_S) -> float:
     """Per round: every pair ping-pongs ``size`` bytes ``exchanges`` times (there and back, one way at a
     time, at ``gbps``), plus group setup and a world all-reduce."""
-    return rounds * (2 * size_bytes * exchanges / (gbps * 1e9) + overhead_s) if gbps > 0 else math.inf
+    return rounds * (2 * size_bytes * exchanges / (gbps * GB) + overhead_s) if gbps > 0 else math.inf
 
 
 def plan_line(nnodes: int, size_bytes: int, exchanges: int, gbps: float | None) -> tuple[str, tuple[float, float]]:
     """The prediction printed before the pass, and (healthy, one bad node) seconds."""
     healthy, one_bad = predict_rounds(nnodes)
-    rate = gbps or 1.0
+    rate = gbps or UNKNOWN_RATE_GBPS
     secs = (predicted_seconds(healthy, size_bytes, exchanges, rate), predicted_seconds(one_bad, size_bytes,
                                                                                         exchanges, rate))
     size = format_size(size_bytes)
@@ -182,110 +167,3 @@ def plan_line(nnodes: int, size_bytes: int, exchanges: int, gbps: float | None) 
             f"bad node; {size} ping-pong x {exchanges} per pair; predicted {secs[0]:.1f}-{secs[1]:.1f} s at "
             + (f"line rate ({gbps:.3f} GB/s)" if gbps else "1 GB/s (line rate unknown)"))
     return text, secs
-
-
-# --- measuring (inside a process group) ------------------------------------------------------------
-def time_loop(fn, group, iters: int, device: str) -> float:
-    """Seconds per call of ``fn(group)`` on this rank: CUDA events on GPU, host clock on CPU, both after
-    a barrier (an all-reduce on ``group``)."""
-    import torch
-    import torch.distributed as dist
-
-    dist.all_reduce(torch.zeros(1, device=device), group=group)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn(group)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn(group)
-    return (time.perf_counter() - t0) / iters
-
-
-def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str):
-    """``size`` bytes one way, then back, one direction at a time. Returns (exchange, checked exchange ->
-    wrong elements received)."""
-    import torch
-    import torch.distributed as dist
-
-    first = rank == ends[0]
-    other = ends[1] if first else ends[0]
-    send = torch.full((size // 4,), float(rank + 1), device=device)
-    recv = torch.empty(size // 4, device=device)
-
-    def fn(g):
-        if first:
-            dist.send(send, dst=other, group=g)
-            dist.recv(recv, src=other, group=g)
-        else:
-            dist.recv(recv, src=other, group=g)
-            dist.send(send, dst=other, group=g)
-
-    def check(g) -> int:
-        recv.zero_()
-        fn(g)
-        return int((recv != float(other + 1)).sum())
-
-    return fn, check
-
-
-def measure_round(pairs: list[tuple[int, int]], leaders: list[int], *, round_no: int, size_bytes: int, iters: int,
-                  warmup: int, timeout_s: float, device: str = "cpu") -> list[PairResult]:
-    """All pairs of a round at once: each pair's leader ranks ping-pong on their own 2-rank group (every
-    rank creates every group, in order). One checked exchange first (it also warms the connection), then
-    ``warmup - 1`` more, then ``iters`` timed. Every rank returns every pair's result."""
-    from datetime import timedelta
-
-    import torch
-    import torch.distributed as dist
-
-    rank = dist.get_rank()
-    groups = [dist.new_group([leaders[a], leaders[b]], timeout=timedelta(seconds=timeout_s)) for a, b in pairs]
-    times = torch.zeros(len(pairs), dtype=torch.float64, device=device)
-    wrong = torch.zeros(len(pairs), dtype=torch.int64, device=device)
-    for k, (a, b) in enumerate(pairs):
-        ends = (leaders[a], leaders[b])
-        if rank not in ends:
-            continue
-        fn, check = ping_pong(size_bytes, ends, rank, device)
-        wrong[k] = check(groups[k])
-        for _ in range(warmup - 1):
-            fn(groups[k])
-        times[k] = time_loop(fn, groups[k], iters, device)
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)
-    dist.all_reduce(wrong)
-    out = []
-    for k, (a, b) in enumerate(pairs):
-        s = float(times[k].item())
-        out.append(PairResult(a=a, b=b, size_bytes=size_bytes, iters=iters, time_us=s * 1e6,
-                              busbw_gbps=2 * size_bytes / s / 1e9 if s > 0 else 0.0, wrong=int(wrong[k].item()),
-                              round=round_no))
-    return out
-
-
-def localise(leaders: list[int], *, size_bytes: int, iters: int, warmup: int = 1, timeout_s: float,
-             floor_gbps: float = 0.0, device: str = "cpu",
-             on_round: Callable[[int, list[tuple[int, int]]], None] | None = None,
-             on_measured: Callable[[int, list[PairResult]], None] | None = None) -> Localisation:
-    """Rounds until every node is resolved (or nothing new can be tested); the same result on every rank.
-    ``on_round(i, pairs)`` runs before round i (stage marks), ``on_measured(i, results)`` after it."""
-    t0 = time.monotonic()
-    loc = Localisation(nnodes=len(leaders), floor_gbps=floor_gbps)
-    pairs = first_round(len(leaders))
-    while pairs:
-        i = len(loc.rounds) + 1
-        if on_round:
-            on_round(i, pairs)
-        results = measure_round(pairs, leaders, round_no=i, size_bytes=size_bytes, iters=iters, warmup=warmup,
-                                timeout_s=timeout_s, device=device)
-        loc.add(results)
-        if on_measured:
-            on_measured(i, results)
-        pairs = next_round(loc)
-    loc.seconds = time.monotonic() - t0
-    return loc

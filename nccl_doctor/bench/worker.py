@@ -1,5 +1,5 @@
 """The rank side of ``bench``: groups, the size sweep, timing, verification and the node-pair pass
-(planned and measured by ``localize.py``, shared with ``preflight``).
+(planned by ``pairs.py``, measured here, shared with ``preflight``).
 
 Imported only inside worker processes (it imports torch at the top). ``run_bench`` works inside any
 already initialised default process group, so ``preflight`` can call it from its own workers.
@@ -14,102 +14,57 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from nccl_doctor.bench.busbw import GB, auto_iters, busbw_gbps, format_size, round_size
-from nccl_doctor.bench.expected import Expected
-from nccl_doctor.errors import InputError
-from nccl_doctor.cluster import StageFile, gloo_iface_to
-from nccl_doctor.report import plural
-from nccl_doctor.bench.pairs import (Localisation, PairResult, floor_gbps, localise, pair_expected_gbps, plan_line,
-                       predict_rounds, time_loop)
+from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
+from nccl_doctor.bench.expected import local_expected
+from nccl_doctor.bench.groups import plan_groups, why_not
+from nccl_doctor.bench.model import (
+    BenchConfig,
+    BenchFailure,
+    BenchResult,
+    BenchStage,
+    Group,
+    Measurement,
+    NodeInfo,
+    PairResult,
+    Progress,
+    measure_stage,
+    pairs_stage,
+)
+from nccl_doctor.bench.pairs import (
+    Localisation,
+    first_round,
+    floor_gbps,
+    next_round,
+    pair_expected_gbps,
+    plan_line,
+    predict_rounds,
+)
+from nccl_doctor.cluster import Stage, StageFile
+
+__all__ = [  # what preflight and the bench command use; the models are re-exported from model.py
+    "BenchConfig", "BenchFailure", "BenchResult", "Measurement", "NodeInfo", "PairResult", "Stages", "build_groups",
+    "init_from_env", "local_expected", "localise", "measure", "measure_nodes", "run_bench", "share_code", "why_not",
+]
 
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-STALL_ENV = "NCCL_DOCTOR_TEST_STALL"  # "RANK:STAGE-PREFIX": that rank hangs there (hang-diagnosis tests)
+# test seams (hang-diagnosis tests), both "RANK:STAGE-PREFIX": that rank hangs in the first stage that matches,
+STALL_ENV = "NCCL_DOCTOR_TEST_STALL"  # before recording it (the others see it missing)
+STALL_INSIDE_ENV = "NCCL_DOCTOR_TEST_STALL_INSIDE"  # after recording it, between its collectives
+STALL_S = 3600
+PAIR_MIN_ITERS = 3
+US = 1e6  # microseconds in a second
+MS = 1e3  # milliseconds in a second (CUDA events time in ms)
+PAIR_RANKS = 2  # a node pair: each node's first rank
 
-
-@dataclass(frozen=True, kw_only=True)
-class BenchConfig:
-    ops: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
-    groups: tuple[str, ...] = ("world", "intra", "inter")
-    sizes: tuple[int, ...]
-    iters: int | None = None  # None: auto_iters per size within budget_bytes
-    warmup: int = 1
-    budget_bytes: int = 64 << 20
-    pairs: bool = True
-    pair_size: int = 16 << 20
-    timeout_s: float = 60.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class Measurement:
-    op: str
-    group: str
-    group_size: int
-    size_bytes: int
-    count: int  # elements per rank passed to the collective (nccl-tests' "count" for AG/RS)
-    iters: int
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
-    wrong: int
-    dtype: str = "float32"
-    in_place: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class NodeInfo:
-    index: int
-    host: str
-    ranks: tuple[int, ...]
-    iface: str | None
-    link_gbps: float | None  # inter-node links in use, together, GB/s per direction (expected.inter_gbps)
-    expected: Expected | None = None  # the probe's yardstick for this node (its local rank 0's view)
-    nominal_link: bool = False  # the links' sysfs speed is nominal (veth): a floor still, not a ceiling
-    no_expected: str | None = None  # why there is no yardstick (the probe could not read this node)
-
-
-@dataclass(kw_only=True)
-class BenchResult:
-    backend: str
-    device: str
-    world_size: int
-    local_world_size: int
-    nodes: list[NodeInfo]
-    results: list[Measurement] = field(default_factory=list)
-    pairs: list[PairResult] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # groups not measured, and why
-    elapsed_s: float = 0.0
-    pairs_seconds: float = 0.0  # the node-pair pass
-    pairs_predicted_s: tuple[float, float] | None = None  # its prediction: healthy, one bad node
-
-    @property
-    def nnodes(self) -> int:
-        return len(self.nodes)
-
-    def node_figure(self, index: int) -> float | None:
-        """A node's inter-node figure: its best pair. A slow node is slow with every partner; a good
-        node paired with a slow one is retested against a known-good node (``localize.py``)."""
-        mine = [p.busbw_gbps for p in self.pairs if index in (p.a, p.b)]
-        return max(mine) if mine else None
-
-
-class BenchFailure(RuntimeError):
-    """A collective failed or timed out; names the stage and the ranks that never got there."""
-
-    def __init__(self, stage: str, missing: list[int], hosts: list[str], error: str):
-        self.stage, self.missing, self.hosts, self.error = stage, missing, hosts, error
-        who = ", ".join(f"rank {r} ({h})" for r, h in zip(missing, hosts)) or "none recorded"
-        super().__init__(f"stage {stage} failed: {error.splitlines()[0] if error else '?'}; "
-                         f"ranks that did not reach it: {who}")
-
-
-Progress = Callable[[int, int, str, "Measurement | PairResult | None"], None]
+T = TypeVar("T")
+Collective = Callable[[Any], Any]  # one call of the collective on a group
 
 
 # --- stages ---------------------------------------------------------------------------------------
@@ -120,37 +75,48 @@ class Stages:
     def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ):
         self.rank = rank
         self.file = StageFile(rank, host, env)
-        self.current = "init"
-        rank_text, _, prefix = env.get(STALL_ENV, "").partition(":")
-        self.stall = prefix if rank_text == str(rank) and prefix else None
+        self.current: str = Stage.INIT
+        self.stall = _stall_prefix(env.get(STALL_ENV, ""), rank)
+        self.stall_inside = _stall_prefix(env.get(STALL_INSIDE_ENV, ""), rank)
+        self.store: Any
         try:
             self.store = dist.distributed_c10d._get_default_store()
-        except Exception:  # noqa: BLE001 - private API; without it we only lose "who is missing"
+        except Exception:
             self.store = None
 
     def enter(self, stage: str) -> None:
         self.current = stage
         if self.stall and stage.startswith(self.stall):
-            time.sleep(3600)  # test seam: a rank that hangs before this stage
+            time.sleep(STALL_S)  # test seam: a rank that hangs before this stage
         self.file.set(stage)
         if self.store is not None:
             try:
                 self.store.set(f"ncd/{stage}/{self.rank}", "1")
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self.store = None
+
+    def inside(self) -> None:
+        """Called between a stage's collectives: the test seam for a rank stuck inside one."""
+        if self.stall_inside and self.current.startswith(self.stall_inside):
+            time.sleep(STALL_S)
 
     def missing(self, ranks: list[int]) -> list[int]:
         if self.store is None:
             return []
         try:
             return [r for r in ranks if not self.store.check([f"ncd/{self.current}/{r}"])]
-        except Exception:  # noqa: BLE001
+        except Exception:
             return []
+
+
+def _stall_prefix(value: str, rank: int) -> str | None:
+    rank_text, _, prefix = value.partition(":")
+    return prefix if rank_text == str(rank) and prefix else None
 
 
 # --- setup ----------------------------------------------------------------------------------------
 def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, force_cpu: bool = False,
-                  store=None, rank: int | None = None, world_size: int | None = None) -> str:
+                  store: Any = None, rank: int | None = None, world_size: int | None = None) -> str:
     """init_process_group with a timeout, always: NCCL on CUDA, Gloo otherwise. Returns the device.
     ``store``/``rank``/``world_size``: an existing store (preflight's) instead of MASTER_ADDR's env://."""
     local_rank = int(env.get("LOCAL_RANK", "0"))
@@ -163,125 +129,72 @@ def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, forc
     return f"cuda:{local_rank}" if use_cuda else "cpu"
 
 
-NOMINAL_KINDS = ("veth", "bridge", "tun")  # sysfs speed is a made-up number (veth: 10000), not a line rate
-
-
-def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tuple[Expected | None, bool, str | None]:
-    """This node's yardstick from the probe (~30 ms): the links the backend will use, and their rates,
-    whether those rates are only nominal (every link a veth/bridge/tun: a figure may exceed them), and
-    why there is no yardstick when the node cannot be read (the figures are still measured).
-    Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so).
-    A bug here is raised, not turned into a silent "no yardstick"."""
-    from nccl_doctor.bench.expected import expected_bandwidth
-    from nccl_doctor.node import probe_node
-
-    route_iface = None
-    if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME") and env.get("MASTER_ADDR"):
-        route_iface = gloo_iface_to(env["MASTER_ADDR"], int(env.get("MASTER_PORT", "29500")))
-    try:
-        node = probe_node(root, env)
-    except (InputError, OSError) as exc:
-        return None, False, f"no yardstick: the probe could not read this node ({exc})"
-    exp = expected_bandwidth(node, backend, route_iface=route_iface)
-    links = [node.facts.iface(n) for n in exp.ifaces]
-    nominal = bool(links) and all(i is not None and i.virtual_kind in NOMINAL_KINDS for i in links)
-    return exp, nominal, None
-
-
 def gather_nodes(env: Mapping[str, str], backend: str) -> list[NodeInfo]:
     """One all_gather_object of (node, hostname, expected bandwidth) from every rank; only each node's
     local rank 0 probes (the others send None): one probe and one DNS lookup per node."""
     host = socket.gethostname()
     node = int(env.get("GROUP_RANK", "-1"))
     mine = local_expected(env, backend) if int(env.get("LOCAL_RANK", "0")) == 0 else None
-    per_rank: list = [None] * dist.get_world_size()
+    per_rank: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(per_rank, (node, host, mine))
-    keys: list = []
-    for node_id, h, _ in per_rank:  # torchrun's GROUP_RANK when present, else the hostname
-        key = node_id if node_id >= 0 else h
-        if key not in keys:
-            keys.append(key)
+
+    def key_of(node_id: int, h: str) -> int | str:  # torchrun's GROUP_RANK when present, else the hostname
+        return node_id if node_id >= 0 else h
+
+    keys = list(dict.fromkeys(key_of(n, h) for n, h, _ in per_rank))
     nodes = []
     for i, key in enumerate(keys):
-        ranks = tuple(r for r, (n, h, _) in enumerate(per_rank) if (n if n >= 0 else h) == key)
-        h0 = per_rank[ranks[0]][1]
+        ranks = tuple(r for r, (n, h, _) in enumerate(per_rank) if key_of(n, h) == key)
         exp, nominal, why = next((per_rank[r][2] for r in ranks if per_rank[r][2] is not None),
                                  (None, False, "no yardstick: no rank of this node probed it (no LOCAL_RANK 0)"))
-        nodes.append(NodeInfo(index=i, host=h0, ranks=ranks, iface=exp.iface if exp else None,
+        nodes.append(NodeInfo(index=i, host=per_rank[ranks[0]][1], ranks=ranks, iface=exp.iface if exp else None,
                               link_gbps=exp.inter_gbps if exp and exp.inter_gbps else None, expected=exp,
                               nominal_link=nominal, no_expected=why))
     return nodes
 
 
-def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) -> tuple[dict, list[str]]:
+def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) -> tuple[dict[Group, Any], list[str]]:
     """``world``, plus ``intra``/``inter`` as the "fsdp"/"dp" dims of the HSDP mesh
-    ``init_device_mesh(dev, (nodes, local), mesh_dim_names=("dp", "fsdp"))``, when they differ from world."""
-    groups: dict[str, object] = {}
-    skipped: list[str] = []
-    world = sum(len(n.ranks) for n in nodes)
-    if "world" in wanted and world == 1:
-        skipped.append("world: 1 rank, no link to measure")
-    elif "world" in wanted:
-        groups["world"] = dist.group.WORLD
-    local = len(nodes[0].ranks)
-    want_sub = [g for g in ("intra", "inter") if g in wanted]
-    if not want_sub:
-        return groups, skipped
-    from nccl_doctor.bench.command import MISFIT_SKIP, mesh_misfit
+    ``init_device_mesh(dev, (nodes, local), mesh_dim_names=("dp", "fsdp"))``, when they differ from world
+    (``groups.plan_groups``)."""
+    plan = plan_groups(nodes, wanted)
+    groups: dict[Group, Any] = {Group.WORLD: dist.group.WORLD} if plan.world else {}
+    if plan.mesh:
+        from torch.distributed.device_mesh import init_device_mesh
 
-    misfit = mesh_misfit(nodes) if len(nodes) > 1 else None
-    if misfit is not None:  # before the 1-rank test: node 0 may be the odd one
-        skipped += [f"{g}: {MISFIT_SKIP} ({misfit[0]})" for g in want_sub]
-        return groups, skipped
-    if len(nodes) == 1 or local == 1:
-        skipped += [_why_not(g, len(nodes), local) for g in want_sub]
-        return groups, skipped
-    from torch.distributed.device_mesh import init_device_mesh
-
-    mesh = init_device_mesh(device.split(":")[0], (len(nodes), local), mesh_dim_names=("dp", "fsdp"))
-    if "intra" in want_sub:
-        groups["intra"] = mesh["fsdp"].get_group()
-    if "inter" in want_sub:
-        groups["inter"] = mesh["dp"].get_group()
-    return groups, skipped
-
-
-def _why_not(group: str, nnodes: int, local: int) -> str:
-    """Why ``group`` is not measured on ``nnodes`` x ``local`` ranks (one of the two is 1)."""
-    shape = f"{plural(nnodes, 'node')} x {plural(local, 'rank')} per node"
-    if group == "inter":
-        return (f"inter: needs 2+ nodes ({shape})" if nnodes == 1 else
-                f"inter: the same group as world with 1 rank per node ({shape})")
-    return (f"intra: needs 2+ ranks per node ({shape})" if local == 1 else
-            f"intra: the same group as world on one node ({shape})")
+        mesh = init_device_mesh(device.split(":", maxsplit=1)[0], (len(nodes), len(nodes[0].ranks)),
+                                mesh_dim_names=("dp", "fsdp"))
+        dims = {Group.INTRA: "fsdp", Group.INTER: "dp"}
+        groups.update({g: mesh[dims[g]].get_group() for g in plan.mesh})
+    return groups, plan.skipped
 
 
 # --- measuring -------------------------------------------------------------------------------------
-def _buffers(op: str, size: int, n: int, grank: int, device: str):
-    total = size // 4
+def _buffers(op: str, size: int, n: int, grank: int, device: str) -> tuple[Collective, Any, Any, int]:
+    total = size // FLOAT32_BYTES
     chunk = total // n
-    if op == "all_gather":
+    if op == Op.ALL_GATHER:
         inp = torch.full((chunk,), float(grank + 1), device=device)
         out = torch.empty(total, device=device)
         return (lambda g: _all_gather(out, inp, group=g)), inp, out, chunk
-    if op == "reduce_scatter":
+    if op == Op.REDUCE_SCATTER:
         inp = torch.full((total,), float(grank + 1), device=device)
         out = torch.empty(chunk, device=device)
         return (lambda g: _reduce_scatter(out, inp, group=g)), inp, out, chunk
-    if op == "all_reduce":
+    if op == Op.ALL_REDUCE:
         buf = torch.zeros(total, device=device)  # zeros while timing: repeated sums stay finite
         return (lambda g: dist.all_reduce(buf, group=g)), buf, buf, total
     raise ValueError(f"unknown op {op!r}")
 
 
-def _count_wrong(op: str, fn, inp, out, n: int, grank: int, group) -> int:
+def _count_wrong(op: str, fn: Collective, inp: Any, out: Any, *, n: int, grank: int, group: Any) -> int:
     """One checked run with known inputs, like nccl-tests' validation pass."""
     expected_sum = n * (n + 1) / 2
-    if op == "all_gather":
+    if op == Op.ALL_GATHER:
         fn(group)
         want = torch.arange(1, n + 1, dtype=out.dtype, device=out.device).repeat_interleave(out.numel() // n)
         return int((out != want).sum())
-    if op == "reduce_scatter":
+    if op == Op.REDUCE_SCATTER:
         fn(group)
         return int((out != expected_sum).sum())
     inp.fill_(float(grank + 1))
@@ -298,8 +211,29 @@ def _world_reduce(device: str, seconds: float, wrong: int) -> tuple[float, int]:
     return float(t.item()), int(w.item())
 
 
-def measure(op: str, group_name: str, group, size: int, cfg: BenchConfig, device: str) -> Measurement:
-    """One (op, group, size) point; every rank of the world calls it (each in its own sub-group)."""
+def time_loop(fn: Collective, group: Any, iters: int, device: str) -> float:
+    """Seconds per call of ``fn(group)`` on this rank: CUDA events on GPU, host clock on CPU, both after
+    a barrier (an all-reduce on ``group``)."""
+    dist.all_reduce(torch.zeros(1, device=device), group=group)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn(group)
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)) / MS / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn(group)
+    return (time.perf_counter() - t0) / iters
+
+
+def measure(op: Op, group_name: Group, group: Any, size: int, *, cfg: BenchConfig, device: str,
+            inside: Callable[[], None] | None = None) -> Measurement:
+    """One (op, group, size) point; every rank of the world calls it (each in its own sub-group).
+    ``inside`` runs between the warm-up and the timed loop (``Stages.inside``)."""
     n = dist.get_world_size(group)
     grank = dist.get_rank(group)
     size = round_size(size, n)
@@ -307,22 +241,100 @@ def measure(op: str, group_name: str, group, size: int, cfg: BenchConfig, device
     fn, inp, out, count = _buffers(op, size, n, grank, device)
     for _ in range(cfg.warmup):
         fn(group)
+    if inside is not None:
+        inside()
     seconds = time_loop(fn, group, iters, device)
-    wrong = _count_wrong(op, fn, inp, out, n, grank, group)
+    wrong = _count_wrong(op, fn, inp, out, n=n, grank=grank, group=group)
     seconds, wrong = _world_reduce(device, seconds, wrong)
     return Measurement(op=op, group=group_name, group_size=n, size_bytes=size, count=count, iters=iters,
-                       time_us=seconds * 1e6, algbw_gbps=size / seconds / GB if seconds else 0.0,
+                       time_us=seconds * US, algbw_gbps=size / seconds / GB if seconds else 0.0,
                        busbw_gbps=busbw_gbps(op, size, seconds, n), wrong=wrong)
+
+
+# --- the node-pair pass ----------------------------------------------------------------------------
+def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str) -> tuple[Collective, Callable[[Any], int]]:
+    """``size`` bytes one way, then back, one direction at a time. Returns (exchange, checked exchange ->
+    wrong elements received)."""
+    first = rank == ends[0]
+    other = ends[1] if first else ends[0]
+    send = torch.full((size // FLOAT32_BYTES,), float(rank + 1), device=device)
+    recv = torch.empty(size // FLOAT32_BYTES, device=device)
+
+    def fn(g: Any) -> None:
+        if first:
+            dist.send(send, dst=other, group=g)
+            dist.recv(recv, src=other, group=g)
+        else:
+            dist.recv(recv, src=other, group=g)
+            dist.send(send, dst=other, group=g)
+
+    def check(g: Any) -> int:
+        recv.zero_()
+        fn(g)
+        return int((recv != float(other + 1)).sum())
+
+    return fn, check
+
+
+def measure_round(pairs: list[tuple[int, int]], leaders: list[int], *, round_no: int, size_bytes: int, iters: int,
+                  warmup: int, timeout_s: float, device: str = "cpu") -> list[PairResult]:
+    """All pairs of a round at once: each pair's leader ranks ping-pong on their own 2-rank group (every
+    rank creates every group, in order). One checked exchange first (it also warms the connection), then
+    ``warmup - 1`` more, then ``iters`` timed. Every rank returns every pair's result."""
+    rank = dist.get_rank()
+    groups = [dist.new_group([leaders[a], leaders[b]], timeout=timedelta(seconds=timeout_s)) for a, b in pairs]
+    times = torch.zeros(len(pairs), dtype=torch.float64, device=device)
+    wrong = torch.zeros(len(pairs), dtype=torch.int64, device=device)
+    for k, (a, b) in enumerate(pairs):
+        ends = (leaders[a], leaders[b])
+        if rank not in ends:
+            continue
+        fn, check = ping_pong(size_bytes, ends, rank, device)
+        wrong[k] = check(groups[k])
+        for _ in range(warmup - 1):
+            fn(groups[k])
+        times[k] = time_loop(fn, groups[k], iters, device)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    dist.all_reduce(wrong)
+    out = []
+    for k, (a, b) in enumerate(pairs):
+        s = float(times[k].item())
+        out.append(PairResult(a=a, b=b, size_bytes=size_bytes, iters=iters, time_us=s * US,
+                              busbw_gbps=pair_gbps(size_bytes, s), wrong=int(wrong[k].item()), round=round_no))
+    return out
+
+
+def localise(leaders: list[int], *, size_bytes: int, iters: int, warmup: int = 1, timeout_s: float,
+             floor_gbps: float = 0.0, device: str = "cpu",
+             on_round: Callable[[int, list[tuple[int, int]]], None] | None = None,
+             on_measured: Callable[[int, list[PairResult]], None] | None = None) -> Localisation:
+    """Rounds until every node is resolved (or nothing new can be tested); the same result on every rank.
+    ``on_round(i, pairs)`` runs before round i (stage marks), ``on_measured(i, results)`` after it."""
+    t0 = time.monotonic()
+    loc = Localisation(nnodes=len(leaders), floor_gbps=floor_gbps)
+    pairs = first_round(len(leaders))
+    while pairs:
+        i = len(loc.rounds) + 1
+        if on_round:
+            on_round(i, pairs)
+        results = measure_round(pairs, leaders, round_no=i, size_bytes=size_bytes, iters=iters, warmup=warmup,
+                                timeout_s=timeout_s, device=device)
+        loc.add(results)
+        if on_measured:
+            on_measured(i, results)
+        pairs = next_round(loc)
+    loc.seconds = time.monotonic() - t0
+    return loc
 
 
 def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, progress: Progress | None = None,
                   done: int = 0, total: int = 0, say: Callable[[str], None] | None = None) -> Localisation:
-    """The node-pair pass (``localize.py``): each node's first rank ping-pongs ``pair_size`` bytes with a
+    """The node-pair pass (``pairs.py``): each node's first rank ping-pongs ``pair_size`` bytes with a
     partner's, disjoint pairs at once, suspects then against known-good nodes. Fills ``result.pairs``;
     each round is a stage ("node-pairs round 2: n1<->n3"), so a hang names it and who never arrived."""
     nodes = result.nodes
-    size = round_size(cfg.pair_size, 2)
-    iters = cfg.iters or auto_iters(size, budget_bytes=cfg.budget_bytes, lo=3)
+    size = round_size(cfg.pair_size, PAIR_RANKS)
+    iters = cfg.iters or auto_iters(size, budget_bytes=cfg.budget_bytes, lo=PAIR_MIN_ITERS)
     known = [y for y in map(pair_expected_gbps, nodes) if y]
     text, result.pairs_predicted_s = plan_line(len(nodes), size, max(cfg.warmup, 1) + iters,
                                                min(known) if known else None)
@@ -331,10 +343,10 @@ def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, prog
     host_of = {r: n.host for n in nodes for r in n.ranks}
     world = list(range(dist.get_world_size()))
 
-    def on_round(i, pairs):
-        stages.enter(f"node-pairs round {i}: " + " ".join(f"{nodes[a].host}<->{nodes[b].host}" for a, b in pairs))
+    def on_round(i: int, pairs: list[tuple[int, int]]) -> None:
+        stages.enter(pairs_stage(i, [(nodes[a].host, nodes[b].host) for a, b in pairs]))
 
-    def on_measured(i, results):
+    def on_measured(i: int, results: list[PairResult]) -> None:
         if progress:
             progress(done + i, max(total, done + i), f"node pairs round {i}", None)
 
@@ -346,44 +358,45 @@ def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, prog
     return loc
 
 
+# --- the whole run ---------------------------------------------------------------------------------
 def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress: Progress | None = None,
               stages: Stages | None = None) -> BenchResult:
     """The whole sweep inside an already initialised default process group. Raises ``BenchFailure``
     naming the stage and the ranks that never reached it when a collective fails or times out."""
     t0 = time.monotonic()
-    rank = dist.get_rank()
     backend = str(dist.get_backend())
     device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
-    stages = stages or Stages(rank, socket.gethostname(), env)
-    stages.enter("topology")
-    nodes = _guard(stages, list(range(dist.get_world_size())), {}, lambda: gather_nodes(env, backend))
-    host_of = {r: n.host for n in nodes for r in n.ranks}
+    stages = stages or Stages(dist.get_rank(), socket.gethostname(), env)
     world = list(range(dist.get_world_size()))
-    stages.enter("groups")
+    stages.enter(BenchStage.TOPOLOGY)
+    nodes = _guard(stages, world, {}, lambda: gather_nodes(env, backend))
+    host_of = {r: n.host for n in nodes for r in n.ranks}
+    stages.enter(BenchStage.GROUPS)
     groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
     result = BenchResult(backend=backend, device=device, world_size=len(world),
                          local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped)
-    rounds = predict_rounds(len(nodes))[0] if cfg.pairs else 0
+    rounds = predict_rounds(len(nodes))[0] if cfg.pairs else 0  # when healthy
     total = len(groups) * len(cfg.ops) * len(cfg.sizes) + rounds
     done = 0
     for gname, group in groups.items():
         for op in cfg.ops:
             for size in cfg.sizes:
-                stages.enter(f"{op} {gname} {format_size(size)}")
-                m = _guard(stages, world, host_of, lambda: measure(op, gname, group, size, cfg, device))
+                stages.enter(measure_stage(op, gname, size))
+                m = _guard(stages, world, host_of, lambda: measure(op, gname, group, size, cfg=cfg, device=device,  # noqa: B023
+                                                                   inside=stages.inside))
                 result.results.append(m)
                 done += 1
                 if progress:
-                    progress(done, total, f"{op} {gname} {format_size(m.size_bytes)}", m)
+                    progress(done, total, measure_stage(op, gname, m.size_bytes), m)
     if rounds:
         say = (lambda text: print(f"nccl-doctor bench: {text}", file=sys.stderr, flush=True)) if progress else None
         measure_nodes(result, cfg, stages, progress=progress, done=done, total=total, say=say)
-    stages.enter("done")
+    stages.enter(Stage.DONE)
     result.elapsed_s = time.monotonic() - t0
     return result
 
 
-def _guard(stages: Stages, ranks: list[int], host_of: dict[int, str], fn):
+def _guard(stages: Stages, ranks: list[int], host_of: dict[int, str], fn: Callable[[], T]) -> T:
     try:
         return fn()
     except (RuntimeError, dist.DistError) as exc:  # gloo timeouts, closed pairs, NCCL errors

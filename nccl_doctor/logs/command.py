@@ -8,9 +8,8 @@ from pathlib import Path
 from nccl_doctor.errors import InputError
 from nccl_doctor.logs.diagnose import diagnose
 from nccl_doctor.logs.parser import no_nccl_message, parse_paths
+from nccl_doctor.logs.reader import STDIN
 from nccl_doctor.outcome import Outcome
-
-STDIN = "-"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,12 +14,17 @@ import re
 import stat
 import sys
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from nccl_doctor.errors import InputError
 
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+STDIN = "-"  # the path that names standard input
 MAX_LINE = 16 * 1024  # bytes kept of one physical line; NCCL itself caps a line at 1 KiB
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -69,14 +74,14 @@ def not_a_log(path: Path) -> str | None:
     return f"{suffix} file" if suffix in NOT_LOG_SUFFIXES else None
 
 
-def resolve_inputs(paths: list[str]) -> Inputs:
+def resolve_inputs(paths: Sequence[str | os.PathLike[str]]) -> Inputs:
     """Expand directories (recursively, sorted, hidden and evidently-not-log files skipped); refuse
     missing paths. Files named explicitly are always read."""
     sources: list[Source] = []
     skipped: list[str] = []
-    for raw in map(os.fspath, paths):  # str or Path: names in the report are always str
-        if raw == "-":
-            sources.append(Source("-", None))
+    for raw in (os.fspath(p) for p in paths):  # str or Path: names in the report are always str
+        if raw == STDIN:
+            sources.append(Source(STDIN, None))
             continue
         path = Path(raw)
         if path.is_dir():
@@ -125,13 +130,14 @@ def special_file_problem(path: Path) -> str | None:
 class _Replay(io.RawIOBase):
     """A byte stream with the bytes already read from it put back in front (a pipe cannot be rewound)."""
 
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+    def __init__(self, head: bytes, rest: io.BufferedReader) -> None:
         self._head, self._rest = head, rest
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buf) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        buf = memoryview(buffer).cast("B")
         if self._head:
             n = min(len(buf), len(self._head))
             buf[:n], self._head = self._head[:n], self._head[n:]
@@ -158,19 +164,20 @@ def _sniff(fh: io.BufferedReader) -> tuple[bytes, BinaryIO]:
 def _open_binary(source: Source) -> BinaryIO:
     """The source's bytes, gunzipped when they start with the gzip magic (by content, not by name:
     streams such as stdin and FIFOs have no name to go by)."""
+    fh: io.BufferedReader
     if source.path is None:
-        fh = sys.stdin.buffer
-        if not hasattr(fh, "peek"):
-            return fh
+        if not hasattr(sys.stdin.buffer, "peek"):
+            return sys.stdin.buffer
+        fh = cast(io.BufferedReader, sys.stdin.buffer)
     else:
         try:
-            fh = open(source.path, "rb")
+            fh = open(source.path, "rb")  # noqa: SIM115 - returned open: read_blocks closes it
         except OSError as exc:
             raise InputError(f"{source.name}: cannot read: {exc.strerror or exc}") from None
-    head, fh = _sniff(fh)
+    head, stream = _sniff(fh)
     if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
-    return fh
+        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+    return stream
 
 
 CHUNK = 256 * 1024  # bytes read at once; small enough that one block's lines stay in CPU cache

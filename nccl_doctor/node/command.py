@@ -8,9 +8,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from nccl_doctor.node.probe import probe_node, probe_report
+from nccl_doctor.node.probe import probe_node
 from nccl_doctor.node.snapshot import check_snapshot_target, extract_snapshot, write_snapshot
 from nccl_doctor.node.sysfs import FsReader
+from nccl_doctor.node.view import probe_report
 from nccl_doctor.outcome import Outcome
 
 LIVE_ROOT = Path("/")

@@ -10,36 +10,49 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from nccl_doctor.report import Finding, Severity, Where, hosts_text
+from nccl_doctor.codes import Code
+from nccl_doctor.node.model import InterfaceKind, NodeFacts, NodeProbe, VirtualKind
+from nccl_doctor.node.sysfs import FsReader
+from nccl_doctor.report import Finding, Severity, finding, hosts_text
 
 UNSET = "(unset)"
+EVIDENCE_HOSTS = 4  # hosts named per value in a finding's evidence
 
 # Settings expected to differ per node or per run: never reported.
 PER_NODE_ENV = {"NCCL_DEBUG_FILE", "NCCL_COMM_ID", "NCCL_HOSTID", "NCCL_DOCTOR_STAGE_DIR",
                 "NCCL_DOCTOR_LAUNCH_NOTES", "NCCL_DOCTOR_RUN"}
 
-# key prefix -> (code, severity, what it is, fix)
-KINDS = {
-    "version.": ("ND401", Severity.FAIL, "version",
+# Virtual interfaces that still say something about a node's network (bridges, tunnels do not).
+COMPARED_VIRTUAL = (VirtualKind.VETH, VirtualKind.BOND, VirtualKind.VLAN)
+# Where NCCL looks for a net plugin after LD_LIBRARY_PATH.
+PLUGIN_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/local/lib")
+
+Kind = tuple[Code, Severity, str, str]  # (code, severity, what it is, fix)
+
+# key prefix -> what a difference under it means
+KINDS: dict[str, Kind] = {
+    "version.": (Code.VERSION_MISMATCH, Severity.FAIL, "version",
                  "install the same torch/NCCL/CUDA build on every node (one container image or venv)"),
-    "driver.": ("ND401", Severity.WARN, "driver",
+    "driver.": (Code.VERSION_MISMATCH, Severity.WARN, "driver",
                 "update the GPU driver on the odd nodes (or drain them) so every node runs one driver"),
-    "env.": ("ND402", Severity.WARN, "setting",
+    "env.": (Code.SETTING_MISMATCH, Severity.WARN, "setting",
              "export the same value on every node in the job script (or set it in /etc/nccl.conf everywhere)"),
-    "nic.": ("ND403", Severity.WARN, "NIC",
+    "nic.": (Code.NIC_MISMATCH, Severity.WARN, "NIC",
              "check the odd nodes' links (`ip link`, `ibstat`) and cabling, or drain them"),
-    "plugin.": ("ND404", Severity.FAIL, "net plugin",
+    "plugin.": (Code.NET_PLUGIN_MISMATCH, Severity.FAIL, "net plugin",
                 "install the same NCCL net plugin on every node, or unset NCCL_NET_PLUGIN everywhere"),
 }
 
 
-def node_facts(node, env: Mapping[str, str], *, host: str | None = None) -> dict[str, str]:
-    """This node's comparable facts, from the probe already made (``node``: a ``probe.NodeProbe``, so
-    sysfs is read once) and ``env``. Imports torch (for its versions): call it in a torch process."""
+def node_facts(node: NodeProbe, env: Mapping[str, str], *, versions: Mapping[str, str],
+               host: str | None = None) -> dict[str, str]:
+    """This node's comparable facts, from the probe already made (so sysfs is read once), ``env``, and
+    ``versions`` (``version.torch``/``.cuda``/``.nccl``: the caller, a torch process, reads them; this
+    package never imports torch)."""
     facts: dict[str, str] = {"host": host or node.host or socket.gethostname()}
-    facts.update(_versions())
+    facts.update(versions)
     facts["driver.nvidia"] = _driver(node)
     facts.update(_settings(node))
     facts.update(_nics(node.facts))
@@ -47,39 +60,22 @@ def node_facts(node, env: Mapping[str, str], *, host: str | None = None) -> dict
     return facts
 
 
-def _versions() -> dict[str, str]:
-    import torch
-
-    out = {"version.torch": torch.__version__, "version.cuda": torch.version.cuda or "none (CPU build)"}
-    try:
-        nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
-    except Exception:  # noqa: BLE001 - a CPU build has no NCCL
-        nccl = None
-    out["version.nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl or "none")
-    return out
+def _driver(node: NodeProbe) -> str:
+    """The full driver version (``550.54.15``), read under the probe's root (a snapshot's too)."""
+    return (FsReader(node.root).read("/sys/module/nvidia/version") or "").strip() or "none"
 
 
-def _driver(node) -> str:
-    """The full driver version (``550.54.15``), read through the probe's root (a snapshot's too)."""
-    fs = getattr(node, "fs", None)
-    if fs is None:
-        from nccl_doctor.node.sysfs import FsReader
-
-        fs = FsReader(node.root)
-    return (fs.read("/sys/module/nvidia/version") or "").strip() or "none"
-
-
-def _settings(node) -> dict[str, str]:
+def _settings(node: NodeProbe) -> dict[str, str]:
     return {f"env.{name}": s.value for name, s in node.settings.values.items()
             if name.startswith(("NCCL_", "GLOO_")) and name not in PER_NODE_ENV}
 
 
-def _nics(facts) -> dict[str, str]:
+def _nics(facts: NodeFacts) -> dict[str, str]:
     """Data NICs (not loopback, not bridges/tunnels) with kind, state and rate, plus RDMA ports, from
-    classified ``sysfs.NodeFacts``."""
+    classified facts."""
     out = {}
     for i in facts.interfaces:
-        if i.kind == "loopback" or (i.virtual and i.virtual_kind not in ("veth", "bond", "vlan")):
+        if i.kind == InterfaceKind.LOOPBACK or (i.virtual and i.virtual_kind not in COMPARED_VIRTUAL):
             continue
         speed = f"{i.speed_mbps} Mb/s" if i.speed_mbps else "speed unknown"
         out[f"nic.{i.name}"] = f"{i.kind}, {i.operstate}, {speed}"
@@ -93,7 +89,7 @@ def _net_plugin(env: Mapping[str, str]) -> str:
     """The plugin NCCL would load: NCCL_NET_PLUGIN, else the first libnccl-net*.so on the library path."""
     if env.get("NCCL_NET_PLUGIN"):
         return f"NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']}"
-    for d in (env.get("LD_LIBRARY_PATH") or "").split(":") + ["/usr/lib/x86_64-linux-gnu", "/usr/local/lib"]:
+    for d in [*(env.get("LD_LIBRARY_PATH") or "").split(":"), *PLUGIN_DIRS]:
         try:
             names = sorted(n for n in os.listdir(d) if n.startswith("libnccl-net") and ".so" in n)
         except OSError:
@@ -103,7 +99,7 @@ def _net_plugin(env: Mapping[str, str]) -> str:
     return "none"
 
 
-def _kind(key: str):
+def _kind(key: str) -> Kind | None:
     return next((v for prefix, v in KINDS.items() if key.startswith(prefix)), None)
 
 
@@ -118,7 +114,7 @@ def majority_first(counts: Mapping[int, list[str]]) -> list[tuple[int, list[str]
     return sorted(counts.items(), key=lambda kv: (-len(kv[1]), -kv[0]))
 
 
-def compare_ranks(nodes: list[Mapping[str, str]]) -> list[Finding]:
+def compare_ranks(nodes: Sequence[Mapping[str, str]]) -> list[Finding]:
     """Ranks per node (``ranks.per_node``, set by preflight with its cause in ``ranks.source``): ranks are
     numbered node * count + local, so nodes that disagree would collide instead of failing cleanly."""
     groups: dict[str, list[str]] = {}
@@ -133,33 +129,34 @@ def compare_ranks(nodes: list[Mapping[str, str]]) -> list[Finding]:
     ordered = [(str(v), h) for v, h in majority_first({int(k) if k.isdigit() else 0: h for k, h in groups.items()})]
     sides = "; ".join(f"{v} on {hosts_text(h)} ({', '.join(sorted(causes[v]))})" for v, h in ordered)
     odd = [h for _, hosts in ordered[1:] for h in hosts]
-    return [Finding(code="ND408", severity=Severity.FAIL, fix=RANKS_FIX, where=Where(host=hosts_text(odd)),
-                    message=f"ranks per node differ across nodes: {sides}; no rank was started",
-                    evidence=tuple(f"{h}: {v} ranks" for v, hosts in ordered for h in hosts[:4]))]
+    return [finding(Code.RANK_COUNT_MISMATCH, Severity.FAIL, f"ranks per node differ across nodes: {sides}; no rank "
+                    "was started", RANKS_FIX, host=hosts_text(odd),
+                    evidence=[f"{h}: {v} ranks" for v, hosts in ordered for h in hosts[:EVIDENCE_HOSTS]])]
 
 
-def compare(nodes: list[Mapping[str, str]]) -> list[Finding]:
+def compare(nodes: Sequence[Mapping[str, str]]) -> list[Finding]:
     """One finding per key whose value is not the same on every node (a missing key reads ``(unset)``).
 
     The message names every value with its nodes, largest group first, so the odd ones stand out."""
     if len(nodes) < 2:
         return []
     keys = sorted({k for n in nodes for k in n if _kind(k)})
-    findings = []
-    for key in keys:
-        groups: dict[str, list[str]] = {}
-        for n in nodes:
-            groups.setdefault(n.get(key, UNSET), []).append(n.get("host", "?"))
-        if len(groups) < 2:
-            continue
-        code, severity, what, fix = _kind(key)
-        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        name = key.split(".", 1)[1]
-        sides = "; ".join(f"{value} on {hosts_text(hosts)}" for value, hosts in ordered)
-        odd = [h for _, hosts in ordered[1:] for h in hosts]
-        findings.append(Finding(
-            code=code, severity=severity,
-            message=f"{what} {name} differs across nodes: {sides}",
-            fix=fix, where=Where(host=hosts_text(odd), iface=name if what == "NIC" else None),
-            evidence=tuple(f"{h}: {name}={value}" for value, hosts in ordered for h in hosts[:4])))
-    return compare_ranks(nodes) + findings
+    return compare_ranks(nodes) + [f for key in keys if (f := _differs(nodes, key)) is not None]
+
+
+def _differs(nodes: Sequence[Mapping[str, str]], key: str) -> Finding | None:
+    """The finding for one key, when nodes disagree on it."""
+    kind = _kind(key)
+    groups: dict[str, list[str]] = {}
+    for n in nodes:
+        groups.setdefault(n.get(key, UNSET), []).append(n.get("host", "?"))
+    if kind is None or len(groups) < 2:
+        return None
+    code, severity, what, fix = kind
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    name = key.split(".", 1)[1]
+    sides = "; ".join(f"{value} on {hosts_text(hosts)}" for value, hosts in ordered)
+    odd = [h for _, hosts in ordered[1:] for h in hosts]
+    return finding(code, severity, f"{what} {name} differs across nodes: {sides}", fix, host=hosts_text(odd),
+                   iface=name if what == "NIC" else None,
+                   evidence=[f"{h}: {name}={value}" for value, hosts in ordered for h in hosts[:EVIDENCE_HOSTS]])

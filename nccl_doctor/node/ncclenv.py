@@ -12,52 +12,71 @@ import ipaddress
 import os
 import pwd
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
-from nccl_doctor.node.sysfs import FsReader, Interface, RdmaDevice, loopback_name
+from nccl_doctor.enums import StrEnum
+from nccl_doctor.node.model import (
+    ENVIRONMENT,
+    VERBS_LINK_LAYERS,
+    Family,
+    GlooChoice,
+    IbChoice,
+    Interface,
+    RdmaDevice,
+    Setting,
+    Settings,
+    SocketChoice,
+    loopback_name,
+)
+from nccl_doctor.node.sysfs import FsReader
 
 # Variables NCCL (2.4 .. 2.30) reads; used to spot typos. Not exhaustive: unknown names are only
 # flagged when close to one of these.
-KNOWN_NCCL_VARS = frozenset("""
-NCCL_ALGO NCCL_BUFFSIZE NCCL_CHECK_POINTERS NCCL_COLLNET_ENABLE NCCL_COLLNET_NODE_THRESHOLD NCCL_COMM_BLOCKING
-NCCL_COMM_ID NCCL_COMM_SPLIT_SHARE_RESOURCES NCCL_CONF_FILE NCCL_CROSS_NIC NCCL_CUMEM_ENABLE NCCL_CUMEM_HOST_ENABLE
-NCCL_DEBUG NCCL_DEBUG_FILE NCCL_DEBUG_SUBSYS NCCL_DEBUG_TIMESTAMP_FORMAT NCCL_DMABUF_ENABLE NCCL_GRAPH_DUMP_FILE
-NCCL_GRAPH_FILE NCCL_GRAPH_MIXING_SUPPORT NCCL_GRAPH_REGISTER NCCL_HOSTID NCCL_IB_ADAPTIVE_ROUTING
-NCCL_IB_ADDR_FAMILY NCCL_IB_ADDR_RANGE NCCL_IB_AR_THRESHOLD NCCL_IB_DISABLE NCCL_IB_ECE_ENABLE
-NCCL_IB_FIFO_TC NCCL_IB_GID_INDEX NCCL_IB_HCA NCCL_IB_MERGE_NICS NCCL_IB_MERGE_VFS NCCL_IB_MQP_RETRY_ALL
-NCCL_IB_OOO_RQ NCCL_IB_PCI_RELAXED_ORDERING NCCL_IB_PKEY NCCL_IB_QPS_PER_CONNECTION NCCL_IB_RETRY_CNT
-NCCL_IB_ROCE_VERSION_NUM NCCL_IB_ROUTABLE_FLID_GID_INDEX NCCL_IB_SL NCCL_IB_SPLIT_DATA_ON_QPS NCCL_IB_TC
-NCCL_IB_TIMEOUT NCCL_IB_USE_INLINE NCCL_IGNORE_CPU_AFFINITY NCCL_IGNORE_DISABLED_P2P NCCL_LAUNCH_MODE
-NCCL_LL128_BUFFSIZE NCCL_LL128_NTHREADS NCCL_LL_BUFFSIZE NCCL_LOCAL_REGISTER NCCL_MAX_CTAS NCCL_MAX_NCHANNELS
-NCCL_MAX_NRINGS NCCL_MAX_P2P_NCHANNELS NCCL_MIN_CTAS NCCL_MIN_NCHANNELS NCCL_MIN_NRINGS NCCL_MNNVL_ENABLE
-NCCL_NCHANNELS_PER_NET_PEER NCCL_NET NCCL_NET_DISABLE_INTRA NCCL_NET_FORCE_FLUSH NCCL_NET_GDR_C2C
-NCCL_NET_GDR_LEVEL NCCL_NET_GDR_READ NCCL_NET_MERGE_LEVEL NCCL_NET_OVERHEAD NCCL_NET_PLUGIN
-NCCL_NET_SHARED_BUFFERS NCCL_NET_SHARED_COMMS NCCL_NSOCKS_PERTHREAD NCCL_NTHREADS NCCL_NVB_DISABLE
-NCCL_NVLS_ENABLE NCCL_NVLS_NCHANNELS NCCL_OOB_NET_ENABLE NCCL_OOB_NET_IFNAME NCCL_P2P_DIRECT_DISABLE
-NCCL_P2P_DISABLE NCCL_P2P_LEVEL NCCL_P2P_LL_THRESHOLD NCCL_P2P_NET_CHUNKSIZE NCCL_P2P_NVL_CHUNKSIZE
-NCCL_P2P_PCI_CHUNKSIZE NCCL_P2P_READ_ENABLE NCCL_P2P_USE_CUDA_MEMCPY NCCL_PROFILER_PLUGIN NCCL_PROTO
-NCCL_PXN_DISABLE NCCL_RAS_ENABLE NCCL_RUNTIME_CONNECT NCCL_SET_STACK_SIZE NCCL_SET_THREAD_NAME
-NCCL_SHARP_DISABLE NCCL_SHM_DISABLE NCCL_SHM_LOCALITY NCCL_SHM_MEMCPY_MODE NCCL_SHM_USE_CUDA_MEMCPY
-NCCL_SOCKET_FAMILY NCCL_SOCKET_IFNAME NCCL_SOCKET_NTHREADS NCCL_SOCKET_POLL_TIMEOUT_MSEC
-NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC NCCL_TOPO_DUMP_FILE NCCL_TOPO_FILE NCCL_TUNER_PLUGIN
-NCCL_WORK_FIFO_DEPTH NCCL_WORK_FIFO_BYTES NCCL_WIN_ENABLE NCCL_CTA_POLICY NCCL_NVLS_CHUNKSIZE
-""".split())
+KNOWN_NCCL_VARS = frozenset((
+    "NCCL_ALGO", "NCCL_BUFFSIZE", "NCCL_CHECK_POINTERS", "NCCL_COLLNET_ENABLE", "NCCL_COLLNET_NODE_THRESHOLD",
+    "NCCL_COMM_BLOCKING", "NCCL_COMM_ID", "NCCL_COMM_SPLIT_SHARE_RESOURCES", "NCCL_CONF_FILE", "NCCL_CROSS_NIC",
+    "NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE", "NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS",
+    "NCCL_DEBUG_TIMESTAMP_FORMAT", "NCCL_DMABUF_ENABLE", "NCCL_GRAPH_DUMP_FILE", "NCCL_GRAPH_FILE",
+    "NCCL_GRAPH_MIXING_SUPPORT", "NCCL_GRAPH_REGISTER", "NCCL_HOSTID", "NCCL_IB_ADAPTIVE_ROUTING",
+    "NCCL_IB_ADDR_FAMILY", "NCCL_IB_ADDR_RANGE", "NCCL_IB_AR_THRESHOLD", "NCCL_IB_DISABLE", "NCCL_IB_ECE_ENABLE",
+    "NCCL_IB_FIFO_TC", "NCCL_IB_GID_INDEX", "NCCL_IB_HCA", "NCCL_IB_MERGE_NICS", "NCCL_IB_MERGE_VFS",
+    "NCCL_IB_MQP_RETRY_ALL", "NCCL_IB_OOO_RQ", "NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_PKEY",
+    "NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_RETRY_CNT", "NCCL_IB_ROCE_VERSION_NUM", "NCCL_IB_ROUTABLE_FLID_GID_INDEX",
+    "NCCL_IB_SL", "NCCL_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_TC", "NCCL_IB_TIMEOUT", "NCCL_IB_USE_INLINE",
+    "NCCL_IGNORE_CPU_AFFINITY", "NCCL_IGNORE_DISABLED_P2P", "NCCL_LAUNCH_MODE", "NCCL_LL128_BUFFSIZE",
+    "NCCL_LL128_NTHREADS", "NCCL_LL_BUFFSIZE", "NCCL_LOCAL_REGISTER", "NCCL_MAX_CTAS", "NCCL_MAX_NCHANNELS",
+    "NCCL_MAX_NRINGS", "NCCL_MAX_P2P_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS",
+    "NCCL_MNNVL_ENABLE", "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_NET", "NCCL_NET_DISABLE_INTRA", "NCCL_NET_FORCE_FLUSH",
+    "NCCL_NET_GDR_C2C", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_NET_MERGE_LEVEL", "NCCL_NET_OVERHEAD",
+    "NCCL_NET_PLUGIN", "NCCL_NET_SHARED_BUFFERS", "NCCL_NET_SHARED_COMMS", "NCCL_NSOCKS_PERTHREAD", "NCCL_NTHREADS",
+    "NCCL_NVB_DISABLE", "NCCL_NVLS_ENABLE", "NCCL_NVLS_NCHANNELS", "NCCL_OOB_NET_ENABLE", "NCCL_OOB_NET_IFNAME",
+    "NCCL_P2P_DIRECT_DISABLE", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_P2P_LL_THRESHOLD", "NCCL_P2P_NET_CHUNKSIZE",
+    "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_P2P_READ_ENABLE", "NCCL_P2P_USE_CUDA_MEMCPY",
+    "NCCL_PROFILER_PLUGIN", "NCCL_PROTO", "NCCL_PXN_DISABLE", "NCCL_RAS_ENABLE", "NCCL_RUNTIME_CONNECT",
+    "NCCL_SET_STACK_SIZE", "NCCL_SET_THREAD_NAME", "NCCL_SHARP_DISABLE", "NCCL_SHM_DISABLE", "NCCL_SHM_LOCALITY",
+    "NCCL_SHM_MEMCPY_MODE", "NCCL_SHM_USE_CUDA_MEMCPY", "NCCL_SOCKET_FAMILY", "NCCL_SOCKET_IFNAME",
+    "NCCL_SOCKET_NTHREADS", "NCCL_SOCKET_POLL_TIMEOUT_MSEC", "NCCL_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_SLEEP_MSEC",
+    "NCCL_TOPO_DUMP_FILE", "NCCL_TOPO_FILE", "NCCL_TUNER_PLUGIN", "NCCL_WORK_FIFO_DEPTH", "NCCL_WORK_FIFO_BYTES",
+    "NCCL_WIN_ENABLE", "NCCL_CTA_POLICY", "NCCL_NVLS_CHUNKSIZE",
+))
 
 # What torch's Gloo backend reads from the environment.
 KNOWN_GLOO_VARS = frozenset(("GLOO_SOCKET_IFNAME", "GLOO_DEVICE_TRANSPORT"))
 
 # Integer parameters (NCCL_PARAM / strtoll): a non-integer silently parses as its numeric prefix or 0.
-INT_VARS = frozenset("""
-NCCL_IB_DISABLE NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_IB_GID_INDEX NCCL_CROSS_NIC NCCL_IB_TIMEOUT
-NCCL_IB_RETRY_CNT NCCL_IB_SL NCCL_IB_TC NCCL_NET_GDR_READ NCCL_BUFFSIZE NCCL_LL_BUFFSIZE NCCL_LL128_BUFFSIZE
-NCCL_NSOCKS_PERTHREAD NCCL_SOCKET_NTHREADS NCCL_IGNORE_CPU_AFFINITY NCCL_RUNTIME_CONNECT NCCL_IB_MERGE_NICS
-NCCL_NET_GDR_C2C NCCL_DMABUF_ENABLE NCCL_MIN_NCHANNELS NCCL_MAX_NCHANNELS NCCL_NVLS_ENABLE NCCL_CUMEM_ENABLE
-NCCL_IB_QPS_PER_CONNECTION NCCL_IB_PCI_RELAXED_ORDERING NCCL_IB_ADAPTIVE_ROUTING NCCL_SOCKET_RETRY_CNT
-NCCL_SOCKET_RETRY_SLEEP_MSEC NCCL_IB_ROCE_VERSION_NUM NCCL_COLLNET_ENABLE NCCL_PXN_DISABLE NCCL_NVB_DISABLE
-NCCL_P2P_DIRECT_DISABLE NCCL_P2P_READ_ENABLE NCCL_OOB_NET_ENABLE NCCL_MNNVL_ENABLE NCCL_NET_SHARED_BUFFERS
-""".split())
+INT_VARS = frozenset((
+    "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_GID_INDEX", "NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT",
+    "NCCL_IB_RETRY_CNT", "NCCL_IB_SL", "NCCL_IB_TC", "NCCL_NET_GDR_READ", "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE",
+    "NCCL_LL128_BUFFSIZE", "NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_NTHREADS", "NCCL_IGNORE_CPU_AFFINITY",
+    "NCCL_RUNTIME_CONNECT", "NCCL_IB_MERGE_NICS", "NCCL_NET_GDR_C2C", "NCCL_DMABUF_ENABLE", "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS", "NCCL_NVLS_ENABLE", "NCCL_CUMEM_ENABLE", "NCCL_IB_QPS_PER_CONNECTION",
+    "NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_ADAPTIVE_ROUTING", "NCCL_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_SLEEP_MSEC",
+    "NCCL_IB_ROCE_VERSION_NUM", "NCCL_COLLNET_ENABLE", "NCCL_PXN_DISABLE", "NCCL_NVB_DISABLE",
+    "NCCL_P2P_DIRECT_DISABLE", "NCCL_P2P_READ_ENABLE", "NCCL_OOB_NET_ENABLE", "NCCL_MNNVL_ENABLE",
+    "NCCL_NET_SHARED_BUFFERS",
+))
 
 # Old PyTorch names (renamed with a TORCH_ prefix in torch 2.2) and names NCCL never reads.
 DEPRECATED_TORCH = ("NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT", "NCCL_DESYNC_DEBUG", "NCCL_ENABLE_TIMING")
@@ -98,17 +117,31 @@ def parse_c_int(text: str) -> tuple[int, bool]:
     return (-value if sign == "-" else value), m.end() == len(text)
 
 
+class NetKind(StrEnum):
+    """What an ``NCCL_NET`` value names."""
+
+    IB = "ib"
+    SOCKET = "socket"
+    PLUGIN = "plugin"  # a known plugin's name
+    TYPO = "typo"  # a built-in network misspelt: init fails
+    UNKNOWN = "unknown"  # init fails unless an installed plugin registers it
+
+
+BUILTIN_NETS = {"ib": "IB", "socket": "Socket"}  # lower case -> NCCL's spelling
+NET_TYPO_CUTOFF = 0.75  # difflib ratio from which a name is taken for a misspelt built-in
+
+
 @dataclass(frozen=True)
 class NetName:
     """How NCCL reads ``NCCL_NET`` (``strcasecmp`` against each network's name, 2.13+)."""
 
     value: str
-    kind: str  # "ib", "socket", "plugin" (a known plugin's name), "typo" (init fails), "unknown" (unless a plugin)
-    meant: str | None = None  # for "typo": the name NCCL calls the network
+    kind: NetKind
+    meant: str | None = None  # for TYPO: the name NCCL calls the network
 
     @property
     def plugin(self) -> str | None:
-        """The known plugin family (``ibext``, ``ucx``, ``libfabric``...) for kind "plugin"."""
+        """The known plugin family (``ibext``, ``ucx``, ``libfabric``...) for kind PLUGIN."""
         low = self.value.lower()
         return next((p for p in sorted(KNOWN_PLUGIN_NETS, key=len, reverse=True)
                      if low == p or (p == "ibext" and low.startswith("ibext_v"))), None)
@@ -118,17 +151,17 @@ def classify_net(value: str) -> NetName:
     """Built-in (``IB``, ``Socket``), a known plugin name, a likely mistake, or an unknown name."""
     low = value.lower()
     if low == "ib":
-        return NetName(value, "ib")
+        return NetName(value, NetKind.IB)
     if low == "socket":
-        return NetName(value, "socket")
-    if NetName(value, "plugin").plugin:
-        return NetName(value, "plugin")
+        return NetName(value, NetKind.SOCKET)
+    if NetName(value, NetKind.PLUGIN).plugin:
+        return NetName(value, NetKind.PLUGIN)
     if low.strip() in NET_ALIASES:
-        return NetName(value, "typo", NET_ALIASES[low.strip()])
-    close = difflib.get_close_matches(low.strip(), ["ib", "socket"], n=1, cutoff=0.75)
+        return NetName(value, NetKind.TYPO, NET_ALIASES[low.strip()])
+    close = difflib.get_close_matches(low.strip(), list(BUILTIN_NETS), n=1, cutoff=NET_TYPO_CUTOFF)
     if close:
-        return NetName(value, "typo", {"ib": "IB", "socket": "Socket"}[close[0]])
-    return NetName(value, "unknown")
+        return NetName(value, NetKind.TYPO, BUILTIN_NETS[close[0]])
+    return NetName(value, NetKind.UNKNOWN)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -136,11 +169,14 @@ def classify_net(value: str) -> NetName:
 # ---------------------------------------------------------------------------------------------------
 
 
+ANY_PORT = -1
+
+
 @dataclass(frozen=True)
 class IfList:
     exclude: bool
     exact: bool
-    entries: tuple[tuple[str, int], ...]  # (prefix, port); port -1 = any
+    entries: tuple[tuple[str, int], ...]  # (prefix, port); port ANY_PORT = any
 
 
 def parse_if_list(value: str) -> IfList:
@@ -150,12 +186,12 @@ def parse_if_list(value: str) -> IfList:
         exclude, s = True, s[1:]
     if s.startswith("="):
         exact, s = True, s[1:]
-    entries = []
+    entries: list[tuple[str, int]] = []
     for item in s.split(","):
         if not item:
             continue
         name, _, rest = item.partition(":")
-        port = -1
+        port = ANY_PORT
         if rest:
             p, _ok = parse_c_int(rest.split(":")[0])
             port = p
@@ -168,11 +204,11 @@ def _match_one(name: str, prefix: str, exact: bool) -> bool:
 
 
 def match_if_list(name: str, port: int, lst: IfList) -> bool:
-    """True when NCCL keeps ``name`` (and ``port``; -1 = any) under ``lst`` (exclusion applied)."""
+    """True when NCCL keeps ``name`` (and ``port``; ANY_PORT = any) under ``lst`` (exclusion applied)."""
     if not lst.entries:
         hit = True  # NCCL: an empty user list matches everything
     else:
-        hit = any(_match_one(name, p, lst.exact) and (pp == -1 or port == -1 or pp == port)
+        hit = any(_match_one(name, p, lst.exact) and (ANY_PORT in (pp, port) or pp == port)
                   for p, pp in lst.entries)
     return hit != lst.exclude
 
@@ -180,7 +216,7 @@ def match_if_list(name: str, port: int, lst: IfList) -> bool:
 def overmatching_prefixes(lst: IfList, names: Iterable[str]) -> dict[str, list[str]]:
     """Prefix entries that also match longer names (``eth1`` -> ``eth10``) when the exact name exists."""
     names = list(names)
-    out = {}
+    out: dict[str, list[str]] = {}
     if lst.exact:
         return out
     for prefix, _port in lst.entries:
@@ -193,31 +229,6 @@ def overmatching_prefixes(lst: IfList, names: Iterable[str]) -> dict[str, list[s
 # ---------------------------------------------------------------------------------------------------
 # Effective settings: environment, then NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf
 # ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    value: str
-    source: str  # "environment" or the conf file path
-    line: int | None = None  # line number in that conf file
-
-
-@dataclass
-class Settings:
-    values: dict[str, Setting] = field(default_factory=dict)
-    conf_files: list[str] = field(default_factory=list)  # conf files that exist and were applied
-    missing_conf_file: str | None = None  # NCCL_CONF_FILE names a file that cannot be read (NCCL ignores it)
-    shadowed: dict[str, list[Setting]] = field(default_factory=dict)  # conf lines that lost to an earlier source
-
-    def get(self, name: str) -> str | None:
-        """NCCL treats an empty value as unset."""
-        s = self.values.get(name)
-        return s.value if s is not None and s.value != "" else None
-
-    def source(self, name: str) -> str | None:
-        s = self.values.get(name)
-        return s.source if s else None
 
 
 def parse_conf(text: str) -> list[tuple[str, str]]:
@@ -253,12 +264,16 @@ def user_conf_path(env: Mapping[str, str], fs: FsReader) -> str | None:
     return home.rstrip("/") + "/.nccl.conf" if home else None
 
 
+SETTING_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TP_SOCKET")  # what the probe records from the environment
+SYSTEM_CONF = "/etc/nccl.conf"
+
+
 def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
     """What NCCL sees after ``initEnv``: the real environment wins (``setenv(..., 0)``)."""
     settings = Settings()
     for k, v in env.items():
-        if k.startswith(("NCCL_", "GLOO_", "TORCH_NCCL_", "TP_SOCKET")):
-            settings.values[k] = Setting(k, v, "environment")
+        if k.startswith(SETTING_PREFIXES):
+            settings.values[k] = Setting(k, v, ENVIRONMENT)
     if fs is None:
         return settings
     files = []
@@ -267,7 +282,7 @@ def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
         files.append(env["NCCL_CONF_FILE"])
     elif user_conf:
         files.append(user_conf)
-    files.append("/etc/nccl.conf")
+    files.append(SYSTEM_CONF)
     for path in files:
         text = fs.read(path)
         if text is None:
@@ -283,12 +298,15 @@ def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
     return settings
 
 
+NAME_TYPO_CUTOFF = 0.85  # difflib ratio from which an unknown name is taken for a typo of a known one
+
+
 def did_you_mean(name: str) -> str | None:
     """The known NCCL (or Gloo) variable ``name`` is probably a typo of, if any."""
     known = KNOWN_GLOO_VARS if name.startswith("GLOO_") else KNOWN_NCCL_VARS
     if name in known:
         return None
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=NAME_TYPO_CUTOFF)
     return close[0] if close else None
 
 
@@ -307,25 +325,18 @@ def gdr_level(value: str) -> str | None:
 # ---------------------------------------------------------------------------------------------------
 
 MAX_SOCKET_IFS = 16
+SOCKET_FAMILIES = {"AF_INET": Family.INET, "AF_INET6": Family.INET6}  # NCCL_SOCKET_FAMILY
+IB_RULE = ("default: names starting with ib", "ib")
+# After IB names and NCCL_COMM_ID's subnet: (rule, the list NCCL matches), in NCCL's order.
+DEFAULT_RULES = (("default: any except docker*, lo*, virbr*", "^docker,lo,virbr"), ("default: docker*", "docker"),
+                 ("default: lo*", "lo"), ("default: virbr*", "virbr"))
+Candidates = list[tuple[Interface, str]]  # (interface, its first address) in getifaddrs() order
 
 
-@dataclass
-class SocketChoice:
-    ifaces: list[str]  # in NCCL's order, max 16; the first is the bootstrap interface
-    rule: str  # how they were chosen
-    user_value: str | None  # NCCL_SOCKET_IFNAME as applied (None: unset or ignored)
-    ignored_value: str | None = None  # set but ignored (one character)
-    matched_not_running: list[str] = field(default_factory=list)  # matched, but NCCL 2.28+ skips them
-
-    @property
-    def bootstrap(self) -> str | None:
-        return self.ifaces[0] if self.ifaces else None
-
-
-def _candidates(ifaces: list[Interface], family: str | None) -> list[tuple[Interface, str]]:
+def _candidates(ifaces: list[Interface], family: Family | None) -> Candidates:
     """getifaddrs() order: interfaces by their first IPv4 address, then IPv6-only ones."""
-    out: list[tuple[Interface, str]] = []
-    for fam in ("inet", "inet6"):
+    out: Candidates = []
+    for fam in (Family.INET, Family.INET6):
         if family and fam != family:
             continue
         for i in ifaces:
@@ -335,13 +346,13 @@ def _candidates(ifaces: list[Interface], family: str | None) -> list[tuple[Inter
     return out
 
 
-def _find(cands, lst: IfList, *, running_only: bool) -> tuple[list[str], list[str]]:
-    hit = [i for i, _ in cands if match_if_list(i.name, -1, lst)]
+def _find(cands: Candidates, lst: IfList, *, running_only: bool) -> tuple[list[str], list[str]]:
+    hit = [i for i, _ in cands if match_if_list(i.name, ANY_PORT, lst)]
     ok = [i.name for i in hit if i.running or not running_only]
     return ok[:MAX_SOCKET_IFS], [i.name for i in hit if not i.running]
 
 
-def _in_subnet(cands, comm_id: str) -> list[str]:
+def _in_subnet(cands: Candidates, comm_id: str) -> list[str]:
     host = comm_id.rsplit(":", 1)[0].strip("[]")
     try:
         ip = ipaddress.ip_address(host)
@@ -356,43 +367,29 @@ def _in_subnet(cands, comm_id: str) -> list[str]:
 
 def nccl_socket_ifaces(ifaces: list[Interface], settings: Settings) -> SocketChoice:
     """NCCL's interface choice (``ncclFindInterfaces``, 2.28+ semantics: interfaces must be running)."""
-    fam = {"AF_INET": "inet", "AF_INET6": "inet6"}.get(settings.get("NCCL_SOCKET_FAMILY") or "")
+    fam = SOCKET_FAMILIES.get(settings.get("NCCL_SOCKET_FAMILY") or "")
     cands = _candidates(ifaces, fam)
     value = settings.get("NCCL_SOCKET_IFNAME")
     if value is not None and len(value) > 1:
         got, down = _find(cands, parse_if_list(value), running_only=True)
         return SocketChoice(got, "NCCL_SOCKET_IFNAME", value, matched_not_running=down)
-    ignored = value if value is not None else None
-    steps = [("default: names starting with ib", parse_if_list("ib"))]
+    ignored = value  # one character: NCCL ignores it
+    rule, spec = IB_RULE
+    got, _ = _find(cands, parse_if_list(spec), running_only=True)
+    if got:
+        return SocketChoice(got, rule, None, ignored)
     comm_id = settings.get("NCCL_COMM_ID")
-    for rule, lst in steps:
-        got, _ = _find(cands, lst, running_only=True)
-        if got:
-            return SocketChoice(got, rule, None, ignored)
-    if comm_id:
-        got = _in_subnet(cands, comm_id)
-        if got:
-            return SocketChoice(got, "default: same subnet as NCCL_COMM_ID", None, ignored)
-    for rule, spec in (("default: any except docker*, lo*, virbr*", "^docker,lo,virbr"),
-                       ("default: docker*", "docker"), ("default: lo*", "lo"), ("default: virbr*", "virbr")):
+    got = _in_subnet(cands, comm_id) if comm_id else []
+    if got:
+        return SocketChoice(got, "default: same subnet as NCCL_COMM_ID", None, ignored)
+    for rule, spec in DEFAULT_RULES:
         got, _ = _find(cands, parse_if_list(spec), running_only=True)
         if got:
             return SocketChoice(got, rule, None, ignored)
     return SocketChoice([], "default: no interface", None, ignored)
 
 
-@dataclass
-class IbChoice:
-    ports: list[str]  # "mlx5_0:1" in NCCL's device order, carrying inter-node data (internal IB or an RDMA plugin)
-    usable: list[str]  # ACTIVE IB/Ethernet ports before NCCL_IB_HCA
-    disabled_by: str | None  # "NCCL_IB_DISABLE=1" / "NCCL_NET=Socket" / both, joined with " and "
-    hca_value: str | None
-    disablers: tuple[str, ...] = ()  # the variables that turn IB off (NCCL_IB_DISABLE, NCCL_NET)
-    selected: list[str] = field(default_factory=list)  # usable ports kept by NCCL_IB_HCA (whatever NCCL_NET says)
-    plugin: str | None = None  # NCCL_NET naming a plugin network (IBext, UCX, Libfabric, unknown): it carries data
-
-
-def _natural(name: str):
+def _natural(name: str) -> list[int | str]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
@@ -401,43 +398,37 @@ def nccl_ib_ports(devices: list[RdmaDevice], settings: Settings) -> IbChoice:
     ``NCCL_NET=Socket`` (or a misspelt built-in name) turns IB off; a plugin name hands the data to that
     plugin instead: the RDMA plugins (IBext, UCX) open the same ports, the others none of them."""
     usable = [f"{d.name}:{p.port}" for d in sorted(devices, key=lambda d: _natural(d.name)) for p in d.ports
-              if p.active and p.link_layer in ("InfiniBand", "Ethernet")]
-    off = []
+              if p.active and p.link_layer in VERBS_LINK_LAYERS]
+    off: list[tuple[str, str]] = []
     dis = settings.get("NCCL_IB_DISABLE")
     if dis is not None and parse_c_int(dis)[0] != 0:
         off.append(("NCCL_IB_DISABLE", dis))
     net = settings.get("NCCL_NET")
-    kind = classify_net(net) if net is not None else None
-    if kind is not None and kind.kind in ("socket", "typo"):
+    name = classify_net(net) if net is not None else None
+    if net is not None and name is not None and name.kind in (NetKind.SOCKET, NetKind.TYPO):
         off.append(("NCCL_NET", net))
-    plugin = net if kind is not None and kind.kind in ("plugin", "unknown") else None
+    plugin = name if name is not None and name.kind in (NetKind.PLUGIN, NetKind.UNKNOWN) else None
     hca = settings.get("NCCL_IB_HCA")
     selected = usable
     if hca:
         lst = parse_if_list(hca)
         selected = [p for p in usable if match_if_list(p.split(":")[0], int(p.split(":")[1]), lst)]
-    rdma_plugin = plugin is None or kind.plugin in RDMA_PLUGIN_NETS
+    rdma_plugin = plugin is None or plugin.plugin in RDMA_PLUGIN_NETS
     ports = selected if not off and rdma_plugin else []
     disabled = " and ".join(f"{n}={show(v)}" for n, v in off) or None
     return IbChoice(ports=ports, usable=usable, disabled_by=disabled, hca_value=hca,
-                    disablers=tuple(n for n, _ in off), selected=selected, plugin=plugin)
+                    disablers=tuple(n for n, _ in off), selected=selected, plugin=plugin.value if plugin else None)
+
+
+_FIRST_PRINTABLE, _DEL = 0x20, "\x7f"
 
 
 def show(value: str) -> str:
     """A value as the user should see it: quoted (``'ib0 '``, ``'bond0\\r'``) when it holds whitespace at
     either end or control characters, which NCCL keeps and which make names match nothing."""
-    if value == "" or value != value.strip() or any(ord(c) < 32 or c == "\x7f" for c in value):
+    if value == "" or value != value.strip() or any(ord(c) < _FIRST_PRINTABLE or c == _DEL for c in value):
         return repr(value)
     return value
-
-
-@dataclass
-class GlooChoice:
-    ifaces: list[str]  # interfaces Gloo binds (GLOO_SOCKET_IFNAME) or the one holding the hostname's address
-    address: str | None
-    rule: str
-    missing: list[str] = field(default_factory=list)  # GLOO_SOCKET_IFNAME names with no address here
-    down: list[str] = field(default_factory=list)
 
 
 def hosts_lookup(etc_hosts: str | None, hostname: str) -> str | None:
@@ -465,7 +456,8 @@ def gloo_ifaces(ifaces: list[Interface], settings: Settings, hostname: str, etc_
         return GlooChoice([], None, f"hostname {hostname!r} is not in /etc/hosts (resolved by DNS; not checked)")
     owner = _owner(ifaces, addr)
     if owner is None:
-        return GlooChoice([loopback_name(ifaces) or "lo"], "127.0.0.1", f"hostname {hostname!r} -> {addr}, not a local address: loopback fallback")
+        return GlooChoice([loopback_name(ifaces) or "lo"], "127.0.0.1",
+                          f"hostname {hostname!r} -> {addr}, not a local address: loopback fallback")
     return GlooChoice([owner], addr, f"hostname {hostname!r} -> {addr} (/etc/hosts)")
 
 

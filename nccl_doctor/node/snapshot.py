@@ -13,8 +13,8 @@ import os
 import tarfile
 import time
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from nccl_doctor.errors import DoctorError, InputError
 from nccl_doctor.files import check_output, write_file
@@ -64,8 +64,8 @@ def write_snapshot(fs: FsReader, path: Path) -> int:
         entries.append((at, ti, data))
     buf = io.BytesIO()  # a probe reads kilobytes: build in memory, then one atomic write
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for _, ti, data in entries:
-            tar.addfile(ti, io.BytesIO(data) if data is not None else None)
+        for _, ti, payload in entries:
+            tar.addfile(ti, io.BytesIO(payload) if payload is not None else None)
     try:
         write_file(path, buf.getvalue())
     except OSError as exc:
@@ -78,13 +78,15 @@ def extract_snapshot(archive: Path, dest: Path) -> None:
     naming the file when it is unreadable, not a tar archive, or cut short."""
     try:
         with open(archive, "rb") as fh:
-            magic = fh.read(2)
+            magic = fh.read(len(GZIP_MAGIC))
     except OSError as exc:
         raise InputError(f"--root {archive}: cannot read: {exc.strerror or exc}") from None
     try:
         with tarfile.open(archive, "r:*") as tar:
-            kw = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-            tar.extractall(dest, **kw)
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, filter="data")
+            else:  # pragma: no cover - a Python without extraction filters (before 3.10.12 / 3.11.4)
+                tar.extractall(dest)
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):  # our side, not the archive
             raise InputError(f"--root {archive}: cannot extract to {dest}: {exc.strerror}") from None

@@ -18,6 +18,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+HEADS = 4  # attention heads of the tiny model
+MLP_RATIO = 4
+BATCH, SEQ_LEN = 2, 16  # tokens per step: a batch of short sequences
+LR = 1e-3
 
 
 @dataclass
@@ -30,35 +36,35 @@ class SmokeResult:
     seconds: float = 0.0
 
 
-def _model(dim: int, layers: int, vocab: int):
+def _model(dim: int, layers: int, vocab: int) -> Any:
     import torch
-    import torch.nn.functional as F
     from torch import nn
+    from torch.nn import functional
 
-    class Block(nn.Module):
+    class Block(nn.Module):  # type: ignore[misc]  # torch is untyped (Any) by config
         """Pre-norm attention + MLP: the shapes and ops of a real transformer layer, tiny."""
 
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__()
             self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
             self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-            self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+            self.up, self.down = nn.Linear(dim, MLP_RATIO * dim), nn.Linear(MLP_RATIO * dim, dim)
 
-        def forward(self, x):
+        def forward(self, x: Any) -> Any:
             b, t, _ = x.shape
-            q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, 4, dim // 4).permute(2, 0, 3, 1, 4)
-            att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, HEADS, dim // HEADS).permute(2, 0, 3, 1, 4)
+            att = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(att.transpose(1, 2).reshape(b, t, dim))
-            return x + self.down(F.gelu(self.up(self.norm2(x))))
+            return x + self.down(functional.gelu(self.up(self.norm2(x))))
 
-    class Tiny(nn.Module):
-        def __init__(self):
+    class Tiny(nn.Module):  # type: ignore[misc]  # torch is untyped (Any) by config
+        def __init__(self) -> None:
             super().__init__()
             self.embed = nn.Embedding(vocab, dim)
             self.blocks = nn.ModuleList(Block() for _ in range(layers))
             self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
 
-        def forward(self, tokens):
+        def forward(self, tokens: Any) -> Any:
             x = self.embed(tokens)
             for block in self.blocks:
                 x = block(x)
@@ -68,14 +74,14 @@ def _model(dim: int, layers: int, vocab: int):
     return Tiny()
 
 
-def _local_state(state: dict) -> dict:
+def _local_state(state: dict[str, Any]) -> dict[str, Any]:
     """A detached copy of every tensor (DTensors by their local shard) for an exact comparison."""
     import torch
     from torch.distributed.tensor import DTensor
 
-    out = {}
+    out: dict[str, Any] = {}
 
-    def walk(prefix, obj):
+    def walk(prefix: str, obj: Any) -> None:
         if isinstance(obj, dict):
             for k, v in obj.items():
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
@@ -90,7 +96,7 @@ def _local_state(state: dict) -> dict:
     return out
 
 
-def _differences(before: dict, after: dict) -> list[str]:
+def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     import torch
 
     diffs = sorted(set(before) ^ set(after))
@@ -105,7 +111,7 @@ def _differences(before: dict, after: dict) -> list[str]:
 DCP_PREFIX = ".nccl-doctor-dcp-"
 
 
-def shared_dir(base: str | None, *, group=None, record: str | None = None) -> tuple[str, bool]:
+def shared_dir(base: str | None, *, group: Any = None, record: str | None = None) -> tuple[str, bool]:
     """Rank 0 makes a fresh directory under ``base`` (and writes its path to ``record``, so the launcher
     removes it even when the ranks are killed); every rank checks it can see it.
 
@@ -121,7 +127,7 @@ def shared_dir(base: str | None, *, group=None, record: str | None = None) -> tu
     return path[0], all(seen)
 
 
-def run_smoke(mesh, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: int = 128,
+def run_smoke(mesh: Any, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: int = 128,
               checkpoint_base: str | None = None, record: str | None = None) -> SmokeResult:
     """Train ``steps`` steps of FSDP2/HSDP with bf16 params, then DCP save, clobber, load, compare."""
     import torch
@@ -137,10 +143,10 @@ def run_smoke(mesh, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: in
     for block in model.blocks:  # bottom-up, as the FSDP2 docs say
         fully_shard(block, mesh=mesh, mp_policy=policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
-    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optim = torch.optim.AdamW(model.parameters(), lr=LR)
     gen = torch.Generator().manual_seed(1 + mesh.get_coordinate()[0])  # each replica its own data
     for _ in range(steps):
-        tokens = torch.randint(0, vocab, (2, 16), generator=gen)
+        tokens = torch.randint(0, vocab, (BATCH, SEQ_LEN), generator=gen)
         logits = model(tokens[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, vocab), tokens[:, 1:].reshape(-1))
         loss.backward()

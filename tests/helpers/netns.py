@@ -22,6 +22,7 @@ import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 NETNS_ETC = Path("/etc/netns")
 
@@ -35,9 +36,9 @@ def can_use_netns() -> str | None:
     return None
 
 
-def sh(*argv: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess:
+def sh(*argv: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess[str]:
     """Run a setup command; raise with its stderr on failure."""
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
     return proc
@@ -58,7 +59,7 @@ class Cluster:
     """``n`` namespace nodes on one bridge. Use as a context manager: teardown runs in ``finally``."""
 
     def __init__(self, n: int, *, prefix: str | None = None, subnet: str = "198.18.0",
-                 hostnames: list[str] | None = None, iface: str = "eth1"):
+                 hostnames: list[str] | None = None, iface: str = "eth1") -> None:
         self.prefix = prefix or f"ncd{uuid.uuid4().hex[:6]}"
         self.switch = f"{self.prefix}-sw"
         names = hostnames or [f"n{i}" for i in range(1, n + 1)]
@@ -70,7 +71,7 @@ class Cluster:
         self.subnet = subnet
 
     # --- lifecycle -----------------------------------------------------------------------------
-    def up(self) -> "Cluster":
+    def up(self) -> Cluster:
         try:
             sh("ip", "netns", "add", self.switch)
             sh("ip", "-n", self.switch, "link", "set", "lo", "up")
@@ -109,10 +110,10 @@ class Cluster:
         except OSError:
             pass
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self.up()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.down()
 
     # --- running things ------------------------------------------------------------------------
@@ -124,14 +125,15 @@ class Cluster:
         return ["ip", "netns", "exec", node.ns, "unshare", "--uts", "sh", "-c",
                 'hostname "$0" && exec "$@"', node.name, *argv]
 
-    def popen(self, node: Node, argv: list[str], *, env: dict | None = None, **kw) -> subprocess.Popen:
+    def popen(self, node: Node, argv: list[str], *, env: dict[str, str] | None = None,
+              **kw: Any) -> subprocess.Popen[Any]:
         return subprocess.Popen(self.argv(node, argv), env=env, **kw)
 
-    def run(self, node: Node, argv: list[str], *, env: dict | None = None, timeout: float = 60,
-            **kw) -> subprocess.CompletedProcess:
+    def run(self, node: Node, argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 60,
+            check: bool = False, **kw: Any) -> subprocess.CompletedProcess[Any]:
         kw.setdefault("capture_output", True)
         kw.setdefault("text", True)
-        return subprocess.run(self.argv(node, argv), env=env, timeout=timeout, **kw)
+        return subprocess.run(self.argv(node, argv), env=env, timeout=timeout, check=check, **kw)
 
     # --- shaping the network -------------------------------------------------------------------
     def throttle(self, node: Node, rate: str = "200mbit", *, burst: str = "64kb", latency: str = "50ms") -> None:
@@ -144,7 +146,7 @@ class Cluster:
         for ns, dev in ((node.ns, node.iface), (self.switch, node.switch_port)):
             sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
 
-    def add_link(self, a: Node, b: Node, name: str, addr_a: str, addr_b: str, prefixlen: int = 30) -> None:
+    def add_link(self, a: Node, b: Node, name: str, addr_a: str, addr_b: str, *, prefixlen: int = 30) -> None:
         """A direct veth named ``name`` (e.g. ``ib0``) between two nodes, addresses in 198.18.0.0/15."""
         sh("ip", "-n", a.ns, "link", "add", name, "type", "veth", "peer", "name", name, "netns", b.ns)
         for node, addr in ((a, addr_a), (b, addr_b)):

@@ -26,12 +26,19 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from tests.helpers import netns
 
 CTL_HOST = "ctl"
+TIMED_OUT_RC = 124  # a job that did not end within its timeout (as timeout(1) exits)
+JOB_POLL_S = 0.2  # scontrol polls of a running job
+IDLE_POLL_S = 0.25  # sinfo polls while the nodes come up
+MUNGE_POLL_S = 0.05  # munged's socket appearing
+MUNGE_START_S = 10.0  # munged must have made its socket by then
 
 # Remount the host's cgroup hierarchies inside the namespace's fresh /sys (slurmd needs them even with
 # proctrack/linuxproc and task/none). The mounts stay inside this process's private mount namespace.
@@ -77,7 +84,7 @@ class Job:
     added ~30 s to every job here."""
 
     job_id: str
-    cluster: "SlurmCluster"
+    cluster: SlurmCluster
     out_path: Path
     started: float
     rc: int | None = None
@@ -85,15 +92,15 @@ class Job:
     output: str = ""
     seconds: float = 0.0
 
-    def wait(self, timeout: float) -> "Job":
+    def wait(self, timeout: float) -> Job:
         end = self.started + timeout
         while True:
             self.state, self.rc = self.cluster.job_state(self.job_id)
             if self.state in TERMINAL or time.monotonic() > end:
                 break
-            time.sleep(0.2)
+            time.sleep(JOB_POLL_S)
         if self.state not in TERMINAL:
-            self.rc = 124
+            self.rc = TIMED_OUT_RC
         self.seconds = time.monotonic() - self.started
         self.output = self.out_path.read_text(errors="replace") if self.out_path.exists() else ""
         return self
@@ -102,7 +109,7 @@ class Job:
 class SlurmCluster:
     """``n`` namespace nodes running slurmd, plus a controller namespace. A context manager."""
 
-    def __init__(self, n: int, *, prefix: str | None = None, cpus: int = 2):
+    def __init__(self, n: int, *, prefix: str | None = None, cpus: int = 2) -> None:
         self.prefix = prefix or f"ncs{uuid.uuid4().hex[:6]}"
         self.net = netns.Cluster(n, prefix=self.prefix)
         self.nodes = self.net.nodes
@@ -113,12 +120,12 @@ class SlurmCluster:
         self.conf = self.dir / "slurm.conf"
         self.munge_socket = self.dir / "munge" / "munge.sock"
         self.pids: dict[str, int] = {}
-        self._logs: list = []
+        self._logs: list[IO[bytes]] = []
         for node in self.nodes:
             node.extra_hosts[CTL_HOST] = self.ctl_addr
 
     # --- lifecycle -----------------------------------------------------------------------------
-    def __enter__(self) -> "SlurmCluster":
+    def __enter__(self) -> SlurmCluster:
         try:
             self.up()
         except BaseException:
@@ -126,7 +133,7 @@ class SlurmCluster:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.down()
 
     def up(self) -> None:
@@ -146,7 +153,7 @@ class SlurmCluster:
         """Kill what we started (by PID, processes in our namespaces included), delete namespaces."""
         for ns in [n.ns for n in self.nodes] + [self.ctl_ns]:
             self._kill_ns_processes(ns)
-        for name, pid in reversed(list(self.pids.items())):
+        for pid in reversed(list(self.pids.values())):
             _kill(pid)
         for fh in self._logs:
             fh.close()
@@ -219,16 +226,16 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         mdir = self.munge_socket.parent
         mdir.mkdir()
         shutil.chown(mdir, "munge", "munge")
-        argv = ["setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", _which("munged"),
+        argv = ["setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", _which("munged") or "munged",
                 "--foreground", "--force",
                 f"--socket={self.munge_socket}", f"--pid-file={mdir}/munged.pid",
                 f"--log-file={mdir}/munged.log", f"--seed-file={mdir}/munged.seed"]
         self._spawn("munged", argv)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + MUNGE_START_S
         while not self.munge_socket.exists():
             if time.monotonic() > deadline or not _alive(self.pids["munged"]):
                 raise RuntimeError(f"munged did not start: {self._log_tail('munged')}")
-            time.sleep(0.05)
+            time.sleep(MUNGE_POLL_S)
 
     def _start(self, name: str, ns: str, hostname: str, argv: list[str]) -> None:
         wrapped = ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
@@ -236,7 +243,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self._spawn(name, wrapped)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = open(self.dir / f"{name}.out", "wb")
+        log = open(self.dir / f"{name}.out", "wb")  # noqa: SIM115 - the daemon writes it until down() closes it
         self._logs.append(log)
         env = dict(os.environ, SLURM_CONF=str(self.conf), CGROUP_MOUNTS="/proc/1/mounts")
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -253,7 +260,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             states = proc.stdout.split("\n")
             if proc.returncode == 0 and sum(line.endswith(" idle") for line in states) == len(self.nodes):
                 return
-            time.sleep(0.25)
+            time.sleep(IDLE_POLL_S)
         raise RuntimeError(f"nodes not idle after {timeout}s: {states}; slurmctld: {self._log_tail('slurmctld')}")
 
     def _log_tail(self, name: str, n: int = 15) -> str:
@@ -261,17 +268,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
 
     # --- using the cluster ---------------------------------------------------------------------
-    def client(self, argv: list[str], *, env: dict | None = None, timeout: float = 30, check: bool = True,
-               cwd: str | None = None) -> subprocess.CompletedProcess:
+    def client(self, argv: list[str], *, env: Mapping[str, str] | None = None, timeout: float = 30,
+               check: bool = True, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
         """A Slurm client command (sinfo, squeue, scancel...) run from the controller namespace."""
         full_env = dict(env if env is not None else os.environ, SLURM_CONF=str(self.conf))
         proc = subprocess.run(["ip", "netns", "exec", self.ctl_ns, *argv], capture_output=True, text=True,
-                              env=full_env, timeout=timeout, cwd=cwd)
+                              env=full_env, timeout=timeout, cwd=cwd, check=False)
         if check and proc.returncode != 0:
             raise RuntimeError(f"{shlex.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
         return proc
 
-    def sbatch(self, script: str | Path, args: list[str] = (), *, env: dict | None = None,
+    def sbatch(self, script: str | Path, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
                nodes: int | None = None, time_limit_s: int = 300, workdir: Path | None = None) -> Job:
         """Submit; ``Job.wait(timeout)`` collects the exit code and the output."""
         workdir = workdir or self.dir
@@ -286,7 +293,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         job_id = proc.stdout.strip().split(";")[0]
         return Job(job_id=job_id, cluster=self, out_path=out, started=time.monotonic())
 
-    def job_state(self, job_id: str) -> tuple[str, int | None]:
+    def job_state(self, job_id: str) -> tuple[str, int]:
         """(JobState, exit code) from ``scontrol show job``: a signal counts as 128+N, and a job that
         ended badly with exit code 0 (NODE_FAIL, CANCELLED...) as 1, as ``sbatch --wait`` reports it."""
         out = self.client(["scontrol", "show", "job", "-o", job_id], check=False).stdout
@@ -298,14 +305,14 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             rc = 1
         return state, rc
 
-    def submit(self, script: str | Path, args: list[str] = (), *, env: dict | None = None,
+    def submit(self, script: str | Path, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
                timeout: float = 120, nodes: int | None = None) -> tuple[int, str]:
         """Submit, wait at most ``timeout`` s, return (exit code, job output). 124 = timed out."""
         job = self.sbatch(script, args, env=env, nodes=nodes, time_limit_s=int(timeout) + 60)
         job.wait(timeout)
-        if job.rc == 124:
+        if job.rc == TIMED_OUT_RC:
             self.client(["scancel", "--full", "--user=root"], check=False)
-        return job.rc, job.output
+        return (TIMED_OUT_RC if job.rc is None else job.rc), job.output
 
     def throttle(self, node: netns.Node, rate: str = "100mbit") -> None:
         self.net.throttle(node, rate)

@@ -310,3 +310,51 @@ def degraded_ib() -> dict:
 
 
 SPECS = {"dgx_h100": dgx_h100, "roce": roce_node, "p5": p5_node, "cloud_vm": cloud_vm, "degraded_ib": degraded_ib}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Variants for single tests (not in SPECS: the snapshot round trip runs over SPECS only)
+# ---------------------------------------------------------------------------------------------------
+
+
+def mgmt_only() -> dict:
+    """A GPU node whose only NIC is a 1GbE eno1 (default route): no RDMA, no data interface."""
+    return {"hostname": "cpu1", "etc_hosts": "127.0.0.1 localhost\n10.9.0.5 cpu1\n",
+            "pci": {"0000:02:00.0": {"vendor": "0x8086", "device": "0x1533", "class": "0x020000", "driver": "igb",
+                                     "at": "pci0000:00/0000:00:01.0", "numa": 0},
+                    "0000:42:00.0": {**H100, "at": "pci0000:40/0000:40:01.1", "numa": 0}},
+            "net": [{"name": "eno1", "pci": "0000:02:00.0", "speed": 1000, "addrs": ["10.9.0.5/24"]}],
+            "default": ("eno1", "10.9.0.1"), "modules": ["nvidia"], "nvidia_version": NVIDIA_PROP_535}
+
+
+def dgx_all_ports_down() -> dict:
+    """dgx_h100 with every IB port DOWN/Disabled and every ib* netdev down."""
+    spec = dgx_h100()
+    for r in spec["rdma"]:
+        r["ports"] = {1: {"state": "1: DOWN", "phys": "3: Disabled", "rate": "10 Gb/sec (4X SDR)", "ll": "InfiniBand"}}
+    for n in spec["net"]:
+        if n["name"].startswith("ib"):
+            n["state"] = "down"
+    return spec
+
+
+def dgx_without_rdma() -> dict:
+    """dgx_h100 with its IB NICs removed: GPUs and the bond0 management/data bond stay."""
+    spec = dgx_h100()
+    nics = {bdf for bdf, p in spec["pci"].items() if p is not None and p.get("class") == CX7_IB["class"]}
+    spec["pci"] = {k: v for k, v in spec["pci"].items() if k not in nics}
+    spec["net"] = [n for n in spec["net"] if n.get("pci") not in nics]
+    spec["rdma"] = []
+    return spec
+
+
+def ethernet_pair(speed_mbps: int) -> dict:
+    """eth0 at 100 GbE with the default route, eth1 at ``speed_mbps`` without one: eth1 is management when
+    it runs at or below the management boundary (25 Gb/s), a data interface above it."""
+    nic = {"vendor": "0x8086", "device": "0x1592", "class": "0x020000", "driver": "ice", "numa": 0}
+    return {"hostname": "eth01", "etc_hosts": "127.0.0.1 localhost\n10.4.0.5 eth01\n",
+            "pci": {"0000:17:00.0": {**nic, "at": "pci0000:16/0000:16:02.0"},
+                    "0000:31:00.0": {**nic, "at": "pci0000:30/0000:30:02.0"}},
+            "net": [{"name": "eth0", "pci": "0000:17:00.0", "speed": 100000, "addrs": ["10.4.0.5/24"]},
+                    {"name": "eth1", "pci": "0000:31:00.0", "speed": speed_mbps, "addrs": ["10.5.0.5/24"]}],
+            "default": ("eth0", "10.4.0.1"), "modules": ["ice"]}

@@ -1,0 +1,101 @@
+"""Each node's and group's figures next to their yardsticks: what judging and the report both read (pure)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from nccl_doctor.bench.model import BenchResult, Group
+from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps
+
+PCT = 100
+GBPS_DIGITS = 4  # GB/s figures in the JSON
+PCT_DIGITS = 1
+MIN_PEERS_FOR_MEDIAN = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeFigures:
+    """One node's row in ``nodes`` (the JSON keys, in order)."""
+
+    host: str
+    index: int
+    ranks: list[int]
+    iface: str | None
+    link_gbps: float | None
+    expected_gbps: float | None
+    expected_basis: str | None
+    intra_expected_gbps: float | None
+    intra_expected_basis: str | None
+    inter_node_busbw_gbps: float | None
+    pct_of_expected: float | None
+    pct_of_link: float | None
+    peer_median_gbps: float | None
+    pairs: list[str]
+    slow: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pct(value: float | None, want: float | None) -> float | None:
+    """``value`` as a percentage of ``want``, one decimal; None when either is unknown."""
+    return round(PCT * value / want, PCT_DIGITS) if value is not None and want else None
+
+
+def gbps(value: float | None) -> float | None:
+    """A GB/s figure as the JSON shows it; None for unknown (and for 0: no figure)."""
+    return round(value, GBPS_DIGITS) if value else None
+
+
+def node_localisation(result: BenchResult) -> Localisation:
+    """The pair pass's verdicts, rebuilt from ``result.pairs`` with the floor the run planned with."""
+    return Localisation.of(result.nnodes, result.pairs, floor_gbps(result.nodes, result.backend))
+
+
+def node_figures(result: BenchResult) -> list[NodeFigures]:
+    """Each node with its inter-node figure (best pair), what its links should deliver (the probe), its
+    peers' median, and whether the pair pass names it (``slow``).
+
+    ``expected_gbps`` is the yardstick for the figure: one rank pair, so one NIC on an NCCL/IB node;
+    ``link_gbps`` is all the inter-node links the backend uses on that node, together."""
+    figs = {n.index: result.node_figure(n.index) for n in result.nodes}
+    bad = set(node_localisation(result).bad()) if result.pairs else set()
+    rows = []
+    for n in result.nodes:
+        fig = figs[n.index]
+        peers = [v for k, v in figs.items() if k != n.index and v is not None]
+        exp = n.expected
+        want = pair_expected_gbps(n)
+        rows.append(NodeFigures(
+            host=n.host, index=n.index, ranks=list(n.ranks), iface=n.iface, link_gbps=gbps(n.link_gbps),
+            expected_gbps=gbps(want),
+            expected_basis=(exp.inter_basis if exp is not None else
+                            n.no_expected or ("sysfs link speed" if n.link_gbps else None)),
+            intra_expected_gbps=exp.intra_gbps if exp is not None else None,
+            intra_expected_basis=exp.intra_basis if exp is not None else None,
+            inter_node_busbw_gbps=round(fig, GBPS_DIGITS) if fig is not None else None,
+            pct_of_expected=pct(fig, want), pct_of_link=pct(fig, n.link_gbps),
+            peer_median_gbps=(round(statistics.median(peers), GBPS_DIGITS)
+                              if len(peers) >= MIN_PEERS_FOR_MEDIAN else None),
+            pairs=[result.nodes[p.b if p.a == n.index else p.a].host
+                   for p in result.pairs if n.index in (p.a, p.b)],
+            slow=n.index in bad))
+    return rows
+
+
+def group_expected(result: BenchResult, group: str) -> float | None:
+    """What a group's busbw should reach, from the slowest node: world across nodes and inter run over
+    the inter-node links (inter: one group per local rank at once, sharing them); world on one node and
+    intra over NVLink/PCIe (GPUs only; CPU ranks have no link to compare with)."""
+    links = [n.link_gbps for n in result.nodes]
+    intra = [n.expected.intra_gbps if n.expected is not None else None for n in result.nodes]
+    if group == Group.INTRA or (group == Group.WORLD and result.nnodes == 1):
+        known = [x for x in intra if x]
+        return min(known) if intra and len(known) == len(intra) else None
+    known_links = [x for x in links if x]
+    if not links or len(known_links) != len(links):
+        return None
+    share = result.local_world_size if group == Group.INTER else 1
+    return min(known_links) / share

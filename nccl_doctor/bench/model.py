@@ -1,0 +1,151 @@
+"""What a ``bench`` run measured, as plain data: no torch, so judging and the report are typed and testable.
+
+The worker (``worker.py``, torch) fills a ``BenchResult``; ``judge.py`` and ``view.py`` read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nccl_doctor.bench.busbw import MIB, OPS, Op, format_size
+from nccl_doctor.bench.expected import Expected
+from nccl_doctor.enums import StrEnum
+
+DEFAULT_TIMEOUT_S = 600.0  # the whole run
+DEFAULT_COLLECTIVE_TIMEOUT_S = 120.0  # init_process_group and each collective
+
+
+class Group(StrEnum):
+    """The process groups a run measures: every rank, the ranks of one node, one rank per node."""
+
+    WORLD = "world"
+    INTRA = "intra"
+    INTER = "inter"
+
+
+GROUPS = tuple(Group)
+
+
+class Backend(StrEnum):
+    NCCL = "nccl"
+    GLOO = "gloo"
+
+
+class BenchStage(StrEnum):
+    """The stages of a bench run besides the launcher's shared ones (``cluster.Stage``: init, done, failed,
+    start-up, rendezvous); a measurement's stage is ``measure_stage``, a pair round's ``pairs_stage``. A
+    hang or failure names the stage it stopped in."""
+
+    PROBE = "probe"  # the launcher's own probe of this node: nothing launched
+    TOPOLOGY = "topology"  # which rank runs on which node, and each node's yardstick
+    GROUPS = "groups"  # the intra/inter sub-groups
+
+
+def measure_stage(op: str, group: str, size_bytes: int) -> str:
+    """The stage of one measurement: ``reduce_scatter world 64 KiB``."""
+    return f"{op} {group} {format_size(size_bytes)}"
+
+
+def pairs_stage(round_no: int, pairs: list[tuple[str, str]]) -> str:
+    """The stage of one round of the node-pair pass: ``node-pairs round 2: n1<->n3 n2<->n4``."""
+    return f"node-pairs round {round_no}: " + " ".join(f"{a}<->{b}" for a, b in pairs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    ops: tuple[Op, ...] = OPS
+    groups: tuple[Group, ...] = GROUPS
+    sizes: tuple[int, ...]
+    iters: int | None = None  # None: auto_iters per size within budget_bytes
+    warmup: int = 1
+    budget_bytes: int = 64 * MIB
+    pairs: bool = True
+    pair_size: int = 16 * MIB
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    op: Op
+    group: Group
+    group_size: int
+    size_bytes: int
+    count: int  # elements per rank passed to the collective (nccl-tests' "count" for AG/RS)
+    iters: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int
+    dtype: str = "float32"
+    in_place: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairResult:
+    """One node pair's ping-pong: ``busbw_gbps`` is bytes over the link per second, one way at a time
+    (``busbw.pair_gbps``)."""
+
+    a: int  # node indices
+    b: int
+    size_bytes: int
+    iters: int
+    time_us: float  # per round trip
+    busbw_gbps: float
+    wrong: int
+    round: int = 1
+
+    @property
+    def link(self) -> tuple[int, int]:
+        return (min(self.a, self.b), max(self.a, self.b))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeInfo:
+    index: int
+    host: str
+    ranks: tuple[int, ...]
+    iface: str | None
+    link_gbps: float | None  # inter-node links in use, together, GB/s per direction (expected.inter_gbps)
+    expected: Expected | None = None  # the probe's yardstick for this node (its local rank 0's view)
+    nominal_link: bool = False  # the links' sysfs speed is nominal (veth): a floor still, not a ceiling
+    no_expected: str | None = None  # why there is no yardstick (the probe could not read this node)
+
+
+@dataclass(kw_only=True)
+class BenchResult:
+    backend: str
+    device: str
+    world_size: int
+    local_world_size: int
+    nodes: list[NodeInfo]
+    results: list[Measurement] = field(default_factory=list)
+    pairs: list[PairResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # groups not measured, and why
+    elapsed_s: float = 0.0
+    pairs_seconds: float = 0.0  # the node-pair pass
+    pairs_predicted_s: tuple[float, float] | None = None  # its prediction: healthy, one bad node
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.nodes)
+
+    def node_figure(self, index: int) -> float | None:
+        """A node's inter-node figure: its best pair. A slow node is slow with every partner; a good
+        node paired with a slow one is retested against a known-good node (``pairs.py``)."""
+        mine = [p.busbw_gbps for p in self.pairs if index in (p.a, p.b)]
+        return max(mine) if mine else None
+
+
+class BenchFailure(RuntimeError):  # noqa: N818 - a stage that failed, reported as a finding
+    """A collective failed or timed out; names the stage and the ranks that never got there."""
+
+    def __init__(self, stage: str, missing: list[int], hosts: list[str], error: str):
+        self.stage, self.missing, self.hosts, self.error = stage, missing, hosts, error
+        who = ", ".join(f"rank {r} ({h})" for r, h in zip(missing, hosts, strict=False)) or "none recorded"
+        super().__init__(f"stage {stage} failed: {error.splitlines()[0] if error else '?'}; "
+                         f"ranks that did not reach it: {who}")
+
+
+# progress(done, total, label, the measurement or None for a pair round)
+Progress = Callable[[int, int, str, "Measurement | PairResult | None"], None]

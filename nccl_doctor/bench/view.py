@@ -1,0 +1,289 @@
+"""``bench``'s report: every shape of its JSON (``Report.data``) is built here, from the models.
+
+A measured run (``build_report``), a launch the probe blocked (``blocked_report``), a launch that failed or
+hit its deadline (``launch_failed_report``) and a rank whose stage failed (``failure_report``); plus the
+progress lines rank 0 prints while measuring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+from nccl_doctor.bench.busbw import Op, format_size
+from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, group_expected, node_figures, node_localisation, pct
+from nccl_doctor.bench.model import (
+    DEFAULT_TIMEOUT_S,
+    BenchFailure,
+    BenchResult,
+    BenchStage,
+    Group,
+    Measurement,
+    PairResult,
+)
+from nccl_doctor.bench.pairs import Localisation
+from nccl_doctor.cluster import LOG_ENV, LaunchOutcome, Stage
+from nccl_doctor.codes import Code
+from nccl_doctor.report import Finding, Report, Severity, Table, finding
+
+COMMAND = "bench"
+TIME_DIGITS = 2  # microseconds and seconds in the JSON
+MAX_NOTE_HOSTS = 3  # hosts named in a note before "and N more"
+MAX_EVIDENCE_LINES = 3  # of a failed stage's error
+_OUT_OF_MEMORY = ("can't allocate memory", "Cannot allocate memory", "out of memory", "OutOfMemoryError",
+                  "bad_alloc")
+
+
+def format_or_dash(value: float | None, fmt: str = "{:.3f}") -> str:
+    """A table cell: the figure formatted, or "-" when there is none."""
+    return "-" if value is None else fmt.format(value)
+
+
+# --- a measured run ---------------------------------------------------------------------------------
+def build_report(result: BenchResult, findings: Iterable[Finding], *, notes: Iterable[str] = ()) -> Report:
+    report = Report(command=COMMAND, findings=list(findings), notes=list(notes))
+    report.tables += _result_tables(result)
+    nodes = node_figures(result)
+    loc = node_localisation(result) if result.pairs else None
+    if loc is not None:
+        report.tables += _pair_tables(result, nodes, loc)
+    report.notes += expected_notes(result, nodes)
+    report.notes += [f"skipped group {s}" for s in result.skipped]
+    report.data = {
+        "backend": result.backend, "device": result.device.split(":")[0], "world_size": result.world_size,
+        "nnodes": result.nnodes, "local_world_size": result.local_world_size,
+        "elapsed_s": round(result.elapsed_s, TIME_DIGITS), "results": result_rows(result),
+        "nodes": [n.as_dict() for n in nodes],
+        "pairs": pair_rows(result, loc) if loc else [],
+        "localisation": localisation_data(result, loc) if loc else {"skipped": localisation_skipped(result)},
+        "skipped_groups": list(result.skipped),
+    }
+    report.summary = _summary(result)
+    return report
+
+
+def _summary(result: BenchResult) -> str:
+    peak: dict[tuple[str, str], float] = {}
+    for m in result.results:
+        peak[(m.op, m.group)] = max(peak.get((m.op, m.group), 0.0), m.busbw_gbps)
+    summary = ("; ".join(f"{op} {g} {v:.3f} GB/s" for (op, g), v in peak.items()) + " peak busbw" if peak
+               else "nothing measured" + (f": {'; '.join(result.skipped)}" if result.skipped else ""))
+    if result.pairs and not peak:
+        summary = f"node pairs only: {len(result.pairs)} pair(s) measured; " + summary
+    return summary
+
+
+def _result_tables(result: BenchResult) -> list[Table]:
+    """One table per (op, group), nccl-tests' columns."""
+    by_table: dict[tuple[str, str], list[Measurement]] = {}
+    for m in result.results:
+        by_table.setdefault((m.op, m.group), []).append(m)
+    tables = []
+    for (op, group), ms in by_table.items():
+        redop = "sum" if op != Op.ALL_GATHER else "none"
+        want = group_expected(result, group)
+        tables.append(Table(
+            title=f"{op} on {group} ({ms[0].group_size} ranks, {result.backend}, out-of-place)",
+            columns=("size (B)", "count", "type", "redop", "iters", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
+                     "% of expected", "#wrong"),
+            rows=tuple((str(m.size_bytes), str(m.count), "float", redop, str(m.iters), f"{m.time_us:.1f}",
+                        f"{m.algbw_gbps:.3f}", f"{m.busbw_gbps:.3f}",
+                        format_or_dash(pct(m.busbw_gbps, want), "{:.1f}"), str(m.wrong)) for m in ms),
+            caption=f"expected busbw {want:.3f} GB/s (see the notes for how)" if want else None))
+    return tables
+
+
+def _pair_tables(result: BenchResult, nodes: list[NodeFigures], loc: Localisation) -> list[Table]:
+    """Each node's inter-node figure, and every node pair measured."""
+    p0 = result.pairs[0]
+    host = [n.host for n in result.nodes]
+    per_node = Table(
+        title=f"inter-node figure per node (best of its node pairs: ping-pong of {format_size(p0.size_bytes)}, "
+              "GB/s one way)",
+        columns=("host", "iface", "expected (GB/s)", "busbw (GB/s)", "% of expected", "peers' median",
+                 "pairs with", "slow"),
+        rows=tuple((r.host, r.iface or "-", format_or_dash(r.expected_gbps),
+                    format_or_dash(r.inter_node_busbw_gbps), format_or_dash(r.pct_of_expected, "{:.1f}"),
+                    format_or_dash(r.peer_median_gbps), ", ".join(r.pairs), "yes" if r.slow else "")
+                   for r in nodes))
+    per_pair = Table(
+        title=f"node pairs ({p0.iters} timed ping-pongs each; rounds of disjoint pairs, then suspects against "
+              "known-good nodes)",
+        columns=("round", "pair", "busbw (GB/s)", "slow"),
+        rows=tuple((str(p.round), f"{host[p.a]}<->{host[p.b]}", f"{p.busbw_gbps:.3f}",
+                    "yes" if loc.slow(p.link) else "") for p in result.pairs))
+    return [per_node, per_pair]
+
+
+def result_rows(result: BenchResult) -> list[dict[str, Any]]:
+    want = {g: group_expected(result, g) for g in {m.group for m in result.results}}
+    return [{"op": m.op, "group": m.group, "group_size": m.group_size, "size_bytes": m.size_bytes,
+             "count": m.count, "dtype": m.dtype, "iters": m.iters, "time_us": round(m.time_us, TIME_DIGITS),
+             "algbw_gbps": round(m.algbw_gbps, GBPS_DIGITS), "busbw_gbps": round(m.busbw_gbps, GBPS_DIGITS),
+             "wrong": m.wrong, "in_place": m.in_place,
+             "expected_gbps": round(w, GBPS_DIGITS) if (w := want[m.group]) else None,
+             "pct_of_expected": pct(m.busbw_gbps, want[m.group])} for m in result.results]
+
+
+def node_rows(result: BenchResult) -> list[dict[str, Any]]:
+    """The ``nodes`` rows of the JSON (``figures.node_figures``)."""
+    return [n.as_dict() for n in node_figures(result)]
+
+
+def pair_rows(result: BenchResult, loc: Localisation) -> list[dict[str, Any]]:
+    return [{"a": result.nodes[p.a].host, "b": result.nodes[p.b].host, "round": p.round,
+             "size_bytes": p.size_bytes, "iters": p.iters, "time_us": round(p.time_us, TIME_DIGITS),
+             "busbw_gbps": round(p.busbw_gbps, GBPS_DIGITS), "wrong": p.wrong, "slow": loc.slow(p.link)}
+            for p in result.pairs]
+
+
+def localisation_skipped(result: BenchResult) -> str:
+    """Why there is no node-pair pass: ``localisation`` is then ``{"skipped": <this>}``."""
+    if result.nnodes < 2:
+        return "one node: no inter-node link to test"
+    return "the node-pair pass was not run (--no-pairs)"
+
+
+def localisation_data(result: BenchResult, loc: Localisation) -> dict[str, Any]:
+    """The pair pass in brief (``preflight`` reports it as its ``localisation``)."""
+    host = [n.host for n in result.nodes]
+    return {"rounds": [[[host[a], host[b]] for a, b in r] for r in loc.rounds],
+            "bad_nodes": [host[b] for b in loc.bad()],
+            "slow_links": [[host[a], host[b]] for a, b in loc.slow_links()],
+            "floor_gbps": round(loc.floor_gbps, GBPS_DIGITS),
+            "predicted_s": ([round(p, TIME_DIGITS) for p in result.pairs_predicted_s] if result.pairs_predicted_s
+                            else None),
+            "seconds": round(result.pairs_seconds, TIME_DIGITS)}
+
+
+def expected_notes(result: BenchResult, nodes: Sequence[NodeFigures]) -> list[str]:
+    """Where each yardstick comes from, once per distinct basis; intra-node figures are estimates."""
+    out = []
+    for what, key in (("inter-node expected", "expected_basis"), ("intra-node expected", "intra_expected_basis")):
+        seen: dict[str, list[str]] = {}
+        for r in nodes:
+            basis = getattr(r, key)
+            if basis:
+                seen.setdefault(basis, []).append(r.host)
+        out += [f"{what} on {_hosts(hosts)}: {basis}" for basis, hosts in seen.items()]
+    nominal = [n.host for n in result.nodes if n.nominal_link]
+    if nominal:
+        out.append(f"inter-node expected on {_hosts(nominal)} is a virtual interface's nominal sysfs speed (veth): "
+                   "a figure above it is not flagged (ND305), and the slow-link floor still applies")
+    if result.nnodes > 1 and any(g.group == Group.INTER for g in result.results):
+        out.append(f"inter group expected: the node's inter-node links shared by the {result.local_world_size} "
+                   "inter groups that run at once")
+    return out
+
+
+def _hosts(hosts: list[str]) -> str:
+    """A few hosts in prose (notes name the nodes sharing a yardstick: a handful, in node order)."""
+    more = len(hosts) - MAX_NOTE_HOSTS
+    return ", ".join(hosts[:MAX_NOTE_HOSTS]) + (f" and {more} more" if more > 0 else "")
+
+
+# --- a run that stopped before measuring -------------------------------------------------------------
+def _stopped(why: str) -> dict[str, Any]:
+    """``localisation`` of a run that measured nothing: never null."""
+    return {"skipped": why}
+
+
+def blocked_report(findings: list[Finding], backend: str) -> Report:
+    """This node's probe found that the backend's interface settings cannot work: nothing launched."""
+    report = Report(command=COMMAND, findings=findings)
+    report.summary = f"not launched: this node's {backend.upper()} interface settings cannot work"
+    report.data = {"stage": BenchStage.PROBE, "backend": backend, "results": [], "nodes": [],
+                   "localisation": _stopped("not launched: the probe failed")}
+    return report
+
+
+def launch_failed_report(outcome: LaunchOutcome, notes: Iterable[str]) -> Report:
+    """ND309 (the deadline) or ND311 (the workers failed), naming the stage the run stopped in."""
+    report = Report(command=COMMAND)
+    code, name = ((Code.DEADLINE_EXPIRED, "the run hit its deadline") if outcome.timed_out
+                  else (Code.LAUNCH_FAILED, "the workers failed"))
+    stage = outcome.stuck_stage()
+    report.add(finding(code, Severity.FAIL, outcome.describe(), stage_fix(stage), host=outcome.host,
+                       evidence=[f"rank {s.rank} on {s.host}: {s.stage}" for s in outcome.stages]))
+    report.summary = f"{name} in stage {stage}"
+    report.notes.extend(notes)
+    report.data = {"stage": stage, "timed_out": outcome.timed_out, "returncode": outcome.returncode,
+                   "elapsed_s": round(outcome.elapsed_s, TIME_DIGITS), "results": [], "nodes": [],
+                   "localisation": _stopped(f"the run stopped in stage {stage}"), "worker_log": outcome.log_path}
+    if outcome.log_path:
+        report.notes.append(f"torchrun's and the workers' stderr on {outcome.host}: {outcome.log_path}")
+    return report
+
+
+def failure_report(failure: BenchFailure, host: str, env: Mapping[str, str], notes: Iterable[str]) -> Report:
+    """ND310 for a stage that failed or hung; a buffer that does not fit in memory is the sizes asked
+    for, not the cluster: then the run could not run (exit 2) and the fix is smaller ``--sizes``."""
+    report = Report(command=COMMAND, summary=f"stage {failure.stage} failed")
+    rank = int(env.get("RANK", 0))
+    evidence = [line for line in failure.error.splitlines()[:MAX_EVIDENCE_LINES] if line.strip()]
+    if any(word in failure.error for word in _OUT_OF_MEMORY):
+        report.could_not_run = f"the buffers of stage {failure.stage} do not fit in memory"
+        report.summary += " (out of memory; could not run, exit 2)"
+        report.add(finding(Code.COLLECTIVE_FAILED, Severity.FAIL,
+                           f"stage {failure.stage}: the buffers do not fit in memory on rank {env.get('RANK')} "
+                           f"({host})",
+                           "rerun with smaller --sizes: each rank holds an input and an output buffer of up to the "
+                           "largest size (on GPU, `nvidia-smi` shows what else holds memory)",
+                           evidence=evidence, host=host, rank=rank))
+    else:
+        who = ", ".join(f"rank {r} ({h})" for r, h in zip(failure.missing, failure.hosts, strict=False))
+        msg = f"stage {failure.stage} failed on rank {env.get('RANK')} ({host})"
+        msg += f"; ranks that never reached it: {who}" if who else "; every rank reached it (a peer failed inside it)"
+        report.add(finding(Code.COLLECTIVE_FAILED, Severity.FAIL, msg,
+                           stage_fix(failure.stage.split()[0] if failure.stage else ""),
+                           evidence=evidence, host=host, rank=rank))
+    report.data = {"stage": failure.stage, "missing_ranks": failure.missing, "missing_hosts": failure.hosts,
+                   "results": [], "nodes": [], "worker_log": env.get(LOG_ENV),
+                   "localisation": _stopped(f"the run stopped in stage {failure.stage}")}
+    report.notes.extend(notes)
+    if env.get(LOG_ENV):
+        report.notes.append(f"torchrun's and the workers' stderr on {host}: {env[LOG_ENV]}")
+    return report
+
+
+def stage_fix(stage: str) -> str:
+    """What to do about a run that stopped in ``stage`` (its first word for a measurement)."""
+    if stage == Stage.START_UP:
+        return (f"rerun with a longer --timeout (default {DEFAULT_TIMEOUT_S:.0f}): start-up alone (torchrun, "
+                "importing torch on every rank) took longer than the deadline")
+    if stage == Stage.RENDEZVOUS:
+        return ("start nccl-doctor on every node (srun --ntasks-per-node=1 nccl-doctor bench), with the same "
+                "--rdzv-endpoint, and check that the rendezvous host's port is reachable from every node")
+    if stage in (Stage.INIT, BenchStage.TOPOLOGY, BenchStage.GROUPS):
+        return ("check that every node reaches the others on the interface in GLOO_SOCKET_IFNAME / "
+                "NCCL_SOCKET_IFNAME (nccl-doctor probe), and that firewalls allow the ephemeral ports")
+    return ("rerun with NCCL_DEBUG=INFO and read the stuck ranks' hosts first (nccl-doctor parse); "
+            "drain a host that hangs again")
+
+
+# --- progress ----------------------------------------------------------------------------------------
+class ProgressPrinter:
+    """A rich progress bar on a terminal; in a job log, one line per finished op and group."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.bar: Any = None
+        if hasattr(stream, "isatty") and stream.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(file=stream), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(COMMAND, total=None)
+
+    def __call__(self, done: int, total: int, label: str, item: Measurement | PairResult | None) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total, description=label)
+            return
+        busbw = getattr(item, "busbw_gbps", 0.0)
+        print(f"nccl-doctor bench: [{done}/{total}] {label}: busbw {busbw:.3f} GB/s" if item is not None
+              else f"nccl-doctor bench: [{done}/{total}] {label} done", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

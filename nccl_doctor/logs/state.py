@@ -1,0 +1,132 @@
+"""What every line handler of the parser shares: the result being filled, where in the input the
+current line is, the memo of messages already read, and the grouping of warnings and errors.
+
+``LogParser`` (``parser.py``) is built on this class through ``CommLines`` (``commlines.py``) and
+``InfoLines`` (``infolines.py``); each layer only calls down, never up.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+from nccl_doctor.logs.model import MAX_GROUPS, MAX_SET, Category, Comm, ErrorKey, Evidence, ParseResult, Proc
+from nccl_doctor.logs.patterns import (
+    LAUNCHER_RANK_RE,
+    PT_PG_RE,
+    PT_RANK_RE,
+    RANFOR_RE,
+    TIMEOUT_RE,
+    WARN_RULES,
+    WATCHDOG_RE,
+    warn_kind,
+)
+from nccl_doctor.logs.reader import clean
+
+MAX_MEMO = 4096  # distinct messages memoised per memo (``_names``, ``_settings``, ``_noop``) before it starts over
+EVIDENCE_CHARS = 500  # characters of a line kept as evidence
+GROUP_TEXT_CHARS = 240  # characters of a message kept as its group's text
+_STATUS_RE = re.compile(r"(?:with status=|with error |status=)(?:\w+\()?(\d+)")
+_VENDOR_ERR_RE = re.compile(r"vendor[ _]err(?:or)?[ =](\d+)")
+
+_V = TypeVar("_V")
+
+
+class ParserState:
+    """The parser's state and the helpers every handler uses; see ``LogParser`` for the line flow."""
+
+    def __init__(self) -> None:
+        self.result = ParseResult()
+        self.file: str | None = None
+        self.lineno = 0
+        self._prefix_cache: dict[str, Proc | None] = {}
+        self._held: str | None = None  # a long NCCL line that may continue on the next line
+        self._held_lineno = 0
+        self._unidentified: Comm | None = None
+        self._orphans: list[Comm] = []
+        self._noop: dict[str, bool] = {}  # INFO message -> "_info does nothing with it" (see _noop_message)
+        # INFO message -> what it says, whoever printed it (see _remember): a network or plugin name, a setting
+        self._names: dict[str, str | None] = {}
+        self._settings: dict[str, tuple[str, str] | None] = {}
+
+    def _ev(self, text: str, host: str | None = None, rank: int | None = None) -> Evidence:
+        return Evidence(self.file, self.lineno, clean(text)[:EVIDENCE_CHARS], host, rank)
+
+    def _fact(self, key: str, proc: Proc | None, msg: str) -> None:
+        """Keep the first line of a transport fact and the hosts that printed it (bounded)."""
+        r = self.result
+        host = proc.host if proc is not None else None
+        if key not in r.facts:
+            if len(r.facts) >= MAX_GROUPS:
+                return
+            rank = proc.cur.rank if proc is not None and proc.cur is not None else None
+            r.facts[key] = self._ev(f"{host}: {msg}" if host else msg, host, rank)
+        hosts = r.fact_hosts.setdefault(key, set())
+        if host and len(hosts) < MAX_SET:
+            hosts.add(host)
+
+    @staticmethod
+    def _remember(memo: dict[str, _V], msg: str, value: _V) -> _V:
+        """Memoise what a message says whoever printed it (exact text -> value), bounded: the same few
+        texts come once per process, so each is matched once."""
+        if len(memo) >= MAX_MEMO:
+            memo.clear()
+        memo[msg] = value
+        return value
+
+    # warnings and errors ------------------------------------------------------------------------
+    def _warn(self, proc: Proc | None, msg: str, *, src: str = "", info: bool = False) -> None:
+        """Classify an NCCL WARN (or an INFO line that says the same) into an error or a warning."""
+        msg = clean(msg)
+        host = proc.host if proc is not None else None
+        rank = proc.cur.rank if proc is not None and proc.cur is not None else None
+        text = f"{host}: {msg}" if host else msg
+        retrying = info and "retrying" in msg  # "Call to connect returned ..., retrying": not fatal itself
+        for category, rx in WARN_RULES if not retrying else ():
+            if rx.search(msg):
+                if category in (Category.IB_COMPLETION, Category.VERBS):
+                    self.result.verbs_seen = True
+                self._error(category, text, host, rank=rank, kind=warn_kind(msg), shown=msg)
+                return
+        kind = warn_kind(msg)
+        self.result.group(self.result.warnings, kind, Category.WARN, kind, self._ev(text, host, rank), host=host,
+                          rank=rank, text=msg[:GROUP_TEXT_CHARS])
+
+    def _error(self, category: Category, text: str, host: str | None, *, kind: str, shown: str,
+               rank: int | None = None) -> None:
+        """Group one fatal message; the key holds what selects its fix (an IB completion's status)."""
+        key: ErrorKey = (category, kind)
+        status = vendor = None
+        if category == Category.IB_COMPLETION:
+            m = _STATUS_RE.search(text)
+            v = _VENDOR_ERR_RE.search(text)
+            status, vendor = (m.group(1) if m else None), (v.group(1) if v else None)
+            key = (category, kind, status)
+        g = self.result.group(self.result.errors, key, category, kind, self._ev(text, host, rank), host=host,
+                              rank=rank, text=shown[:GROUP_TEXT_CHARS])
+        if status and "status" not in g.detail:
+            g.detail["status"] = status
+        if vendor and "vendor_err" not in g.detail:
+            g.detail["vendor_err"] = vendor
+
+    def _watchdog(self, text: str) -> None:
+        m = WATCHDOG_RE.search(text)
+        seq, op = (m.group(1), m.group(2)) if m else ("?", "?")
+        key = (op, seq)
+        rm = PT_RANK_RE.search(text)
+        lm = LAUNCHER_RANK_RE.match(text)
+        rank = int(rm.group(1)) if rm else (int(next(g for g in lm.groups() if g)) if lm else None)
+        if rank is not None:
+            self.result.named_ranks.add(rank)
+        g = self.result.group(self.result.watchdog, key, Category.WATCHDOG, f"{op} SeqNum={seq}", self._ev(text),
+                              rank=rank)
+        t = TIMEOUT_RE.search(text)
+        if t:
+            g.detail["timeout_ms"] = t.group(1)
+        pm = PT_PG_RE.search(text)  # SeqNums count per process group: only one group's compare
+        pg = pm.group(1) if pm else ""
+        if g.detail.setdefault("pg", pg) != pg:
+            g.detail["pg"] = "mixed"
+        ran = RANFOR_RE.search(text)
+        if ran and int(ran.group(1)) > int(g.detail.get("ran_for_ms", 0)):
+            g.detail["ran_for_ms"] = ran.group(1)

@@ -1,0 +1,229 @@
+"""Which transports a job used, read from a ``ParseResult``: the inter-node fabric (with or without
+GPUDirect RDMA), the intra-node transports, and the kept lines that show each of them. No findings
+here: ``diagnose.py`` and ``view.py`` build on these answers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from nccl_doctor.enums import StrEnum
+from nccl_doctor.logs.model import OFI_PLUGIN, Category, Comm, Evidence, Fact, ParseResult, Tr
+
+ROCE_LAYER = "RoCE"  # the link layer NET/IB prints for RoCE ports ("mlx5_0:1/RoCE")
+NVLS = "NVLS"  # the intra-node transport token of NVLink SHARP
+
+
+class Transport(StrEnum):
+    """The inter-node transport families the diagnosis names; a net plugin NCCL does not know by
+    family keeps its own name (``net_family``), so ``InterNode.transport`` is a ``str``."""
+
+    IB = "IB"
+    ROCE = "RoCE"
+    SOCKET = "Socket"
+    OFI = "OFI"
+    NONE = "none"  # every communicator on one node
+    UNKNOWN = "unknown"  # the log does not show it
+
+
+@dataclass(frozen=True)
+class InterNode:
+    transport: str  # a Transport, or a plugin's own net name
+    gdr: bool | None
+    evidence: str
+
+
+Located = tuple[Comm | None, Evidence]  # a kept line and the communicator it is about (None: none)
+
+
+def net_family(name: str, result: ParseResult) -> str:
+    """NCCL's network name (``NET/<name>/``, ``Using network <name>``) as a fabric family."""
+    low = name.lower()
+    if low.startswith("ib"):  # internal IB transport and the IBext plugins: IB or RoCE by link layer
+        layers = set(result.link_layers)
+        return Transport.ROCE if layers and layers <= {ROCE_LAYER} else Transport.IB
+    if "socket" in low:
+        return Transport.SOCKET
+    if "libfabric" in low or "ofi" in low:
+        return Transport.OFI
+    return name
+
+
+def split_net(comm: Comm) -> tuple[Counter[str], Counter[bool], Counter[str]]:
+    """(inter-node connections by net name, inter-node RDMA connections by GDR yes/no, intra-node NET
+    loopback by name). Socket connections never count for GDR: it does not apply to them."""
+    inter: Counter[str] = Counter()
+    gdr: Counter[bool] = Counter()
+    loop: Counter[str] = Counter()
+    for (host, peer, name, has_gdr), n in comm.net.items():
+        peer_host = comm.rank_host.get(peer) if peer is not None else None
+        if comm.nnodes == 1 or (peer_host is not None and peer_host == host):
+            loop[name] += n
+        else:
+            inter[name] += n
+            if not is_socket(name):
+                gdr[has_gdr] += n
+    return inter, gdr, loop
+
+
+def is_socket(name: str) -> bool:
+    """A net name of NCCL's TCP transport (``Socket``, plugins named after it)."""
+    return "socket" in name.lower()
+
+
+def gdr_from(gdr: Counter[bool]) -> bool | None:
+    """True when every RDMA connection counted uses GPUDirect RDMA; None when none was counted."""
+    if not gdr:
+        return None
+    return gdr.get(False, 0) == 0
+
+
+def network_evidence(r: ParseResult) -> bool:
+    """Any line about the network at all (which a single-node job need not print)."""
+    return bool(r.networks or r.ib_devices or r.ofi_providers or r.verbs_seen or r.ib_no_device
+                or r.socket_ifaces)
+
+
+def single_node(r: ParseResult, inter_conns: int) -> bool:
+    """True when the log proves (or makes very plain) that every communicator stays on one node."""
+    if inter_conns:
+        return False
+    nodes = [c.nnodes for c in r.comms.values() if c.nnodes is not None]
+    if any(n > 1 for n in nodes):
+        return False
+    if nodes:
+        return True
+    if len(r.hosts) != 1:
+        return False
+    host = next(iter(r.hosts))
+    sizes = [c.nranks for c in r.comms.values() if c.nranks]
+    if sizes and max(sizes) <= r.host_max_dev.get(host, -1) + 1:
+        return True  # every communicator fits on the GPUs this one host shows
+    return any(c.nvls for c in r.comms.values()) and not network_evidence(r)
+
+
+def inter_node(r: ParseResult) -> InterNode:
+    """The job-wide inter-node transport: the most used one in channel lines, else what other lines say."""
+    fam: Counter[str] = Counter()
+    gdr: Counter[bool] = Counter()
+    for comm in r.comms.values():
+        inter, g, _ = split_net(comm)
+        for name, n in inter.items():
+            fam[net_family(name, r)] += n
+        gdr.update(g)
+    if fam:
+        transport = fam.most_common(1)[0][0]
+        return InterNode(transport, None if transport == Transport.SOCKET else gdr_from(gdr), "channel lines")
+    if single_node(r, 0):
+        return InterNode(Transport.NONE, None, "all communicators on one node")
+    if r.networks:
+        transport = net_family(r.networks.most_common(1)[0][0], r)
+        evidence = "Using network line"
+    elif r.ofi_providers or OFI_PLUGIN in r.net_plugins:
+        transport, evidence = Transport.OFI, "NET/OFI lines"
+    elif r.ib_devices:
+        transport, evidence = net_family(Transport.IB, r), "NET/IB device list"
+    elif r.verbs_seen:
+        transport, evidence = net_family(Transport.IB, r), "IB verbs errors"
+    elif r.ib_no_device and r.socket_ifaces:
+        transport, evidence = Transport.SOCKET, "NET/IB : No device found"
+    else:
+        return InterNode(Transport.UNKNOWN, None, "no transport lines")
+    return InterNode(transport, None if transport == Transport.SOCKET else static_gdr(r), evidence)
+
+
+def static_gdr(r: ParseResult) -> bool | None:
+    """GPUDirect RDMA from lines other than ``via`` (when no channel line is visible)."""
+    ring: set[int] = set().union(*(c.ring_gdr for c in r.comms.values())) if r.comms else set()
+    if ring:
+        return 0 not in ring
+    if r.gdr_hca.get("Disabled") and not r.gdr_hca.get("Enabled"):
+        return False
+    if r.gdr_gpu:
+        return r.gdr_gpu.get("Disabled", 0) == 0
+    return None
+
+
+def intra_transports(r: ParseResult) -> list[str]:
+    """Every intra-node transport token seen, NVLS and NIC loopback (``NET/<name> (same node)``) included."""
+    seen: Counter[str] = Counter()
+    for comm in r.comms.values():
+        seen.update(comm.intra)
+        if comm.nvls:
+            seen[NVLS] += 1
+        for name, n in split_net(comm)[2].items():
+            seen[f"NET/{name} (same node)"] += n
+    return sorted(seen)
+
+
+# --- the kept lines that show a transport -------------------------------------------------------
+
+
+def inter_peer(comm: Comm, host: str | None, peer: int | None) -> bool:
+    """The rule of ``split_net`` for one connection: False when both ends are on one node."""
+    peer_host = comm.rank_host.get(peer) if peer is not None else None
+    return not (comm.nnodes == 1 or (peer_host is not None and peer_host == host))
+
+
+def inter_connections(r: ParseResult) -> Iterator[tuple[Comm, str | None, str, bool, int]]:
+    """(comm, host, net name, GDR, connections) of every inter-node ``via NET/...`` key, by ``split_net``'s rule."""
+    for comm in r.comms.values():
+        for (host, peer, name, has_gdr), n in comm.net.items():
+            if inter_peer(comm, host, peer):
+                yield comm, host, name, has_gdr, n
+
+
+def by_position(found: list[Located]) -> list[Located]:
+    """Kept lines in the order of the input: file, then line number."""
+    return sorted(found, key=lambda ce: (ce[1].file or "", ce[1].line or 0))
+
+
+def net_lines(r: ParseResult, *, inter: bool, family: str | None = None, gdr: bool | None = None,
+              name: str | None = None) -> list[Located]:
+    """Kept ``via NET/...`` channel lines (first in the logs first) matching the filters."""
+    found: list[Located] = []
+    for comm in r.comms.values():
+        for key, evs in comm.tr_first.items():
+            if key[0] != Tr.NET or (name is not None and key[1] != name) or (gdr is not None and key[-1] != gdr):
+                continue
+            if family is not None and net_family(key[1], r) != family:
+                continue
+            found += [(comm, ev) for peer, ev in evs if inter_peer(comm, ev.host, peer) == inter]
+    return by_position(found)
+
+
+def intra_lines(r: ParseResult, tokens: Iterable[str]) -> list[Located]:
+    """Kept intra-node channel lines (first in the logs first) of the given transport tokens."""
+    tokens = list(tokens)
+    found: list[Located] = []
+    for comm in r.comms.values():
+        for token in tokens:
+            found += [(comm, ev) for _, ev in comm.tr_first.get((Tr.INTRA, token), ())]
+    if NVLS in tokens and Fact.NVLS in r.facts:
+        found.append((None, r.facts[Fact.NVLS]))
+    return by_position(found)
+
+
+def fact_lines(r: ParseResult, *keys: str, prefix: str | None = None) -> list[Evidence]:
+    """First lines of transport facts (``ParseResult.facts``) by exact key or key prefix."""
+    found = [r.facts[k] for k in keys if k in r.facts]
+    if prefix is not None:
+        found += [ev for k, ev in r.facts.items() if k.startswith(prefix)]
+    return found
+
+
+def static_transport_lines(r: ParseResult, transport: str) -> list[Evidence]:
+    """Lines other than channel lines that show the inter-node transport (``Using network``, NET/...)."""
+    found = [ev for k, ev in r.facts.items()
+             if k.startswith(Fact.NETWORK_) and net_family(k.split(":", 1)[1], r) == transport]
+    if transport == Transport.OFI:
+        found += fact_lines(r, prefix=Fact.OFI_)
+    elif transport in (Transport.IB, Transport.ROCE):
+        found += fact_lines(r, Fact.IB_DEVICES)
+        found += [g.first for g in r.errors.values()
+                  if g.category in (Category.VERBS, Category.IB_COMPLETION) and g.first][:1]
+    elif transport == Transport.SOCKET:
+        found += fact_lines(r, Fact.SOCKET_IFACES)
+    return found

@@ -1,0 +1,266 @@
+"""Node 0: open the store, wait for every node, compare them, start the ranks, watch them and the other
+nodes' heartbeats, gather the results and each node's NCCL logs, and decide."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from nccl_doctor.codes import Code
+from nccl_doctor.node import compare
+from nccl_doctor.preflight.heartbeat import Beats
+from nccl_doctor.preflight.launcher import Launcher
+from nccl_doctor.preflight.nccllogs import nccl_log_findings, nccl_log_table
+from nccl_doctor.preflight.protocol import (
+    CLOSED_KEY,
+    ERRORS_KEY,
+    GO_KEY,
+    LOGS_WANTED_KEY,
+    RESULT_KEY,
+    RUN_KEY,
+    TOTAL,
+    Closed,
+    LogSummary,
+    NodePost,
+    RankError,
+    RankResult,
+    RunStamp,
+    Stage,
+    StageMark,
+    error_key,
+    logs_key,
+    node_key,
+    stage_key,
+)
+from nccl_doctor.preflight.store import first_line, open_store, port_fix
+from nccl_doctor.preflight.verdict import (
+    NodeVerdict,
+    RankState,
+    add_probe_findings,
+    lost_after_run,
+    lost_during_run,
+    missing_nodes,
+    nodes_agree,
+    plan_data,
+    rank_failed,
+    rank_picture,
+    stuck_stage,
+    timed_out,
+)
+from nccl_doctor.report import Report, Table, hosts_text, plural
+
+STAGE_POLL_S = 1.0  # 2 store ops per rank: not every tick at 1,000 nodes
+WATCH_TICK_S = 0.2
+REPORT_WAIT_S = 2.0  # after a failure, for the other ranks to report theirs
+RANK_EXIT_WAIT_S = 10.0  # after the result, for our ranks to exit
+LOGS_WAIT_S = 15.0  # after the result, for every node's NCCL log summary
+LOST_CHECK_S = 1.0
+
+
+class Head:
+    """Node 0's steps, on its launcher."""
+
+    def __init__(self, launcher: Launcher):
+        self.node = launcher
+        self.plan = launcher.plan
+
+    # --- the store and the rendezvous ------------------------------------------------------------
+    def open_store(self, mine: NodePost) -> NodeVerdict | None:
+        """Open the store and stamp it with this run's identity before anyone else writes."""
+        port, head = self.plan.port, self.plan.host
+        try:
+            self.node.store = open_store(self.plan.head, port, self.node.window())
+        except Exception as exc:
+            text = str(exc)
+            if "EADDRINUSE" in text or "address already in use" in text.lower():
+                why = (f"port {port} is already in use on node 0 ({head}): another program or another "
+                       "nccl-doctor run (a second preflight step in this job) holds it")
+            else:
+                why = f"node 0 ({head}) cannot open the rendezvous store on port {port}: {first_line(exc)}"
+            return self.node.alone(mine, Stage.RENDEZVOUS, why, fix=port_fix(port, head), code=Code.STAGE_FAILED,
+                                   host=head)
+        stamp = RunStamp(run=self.plan.run_id, step=self.plan.step, host=head)
+        self.node.store.set(RUN_KEY, stamp.to_json())
+        return None
+
+    def run(self, mine: NodePost, t_rdzv: float) -> NodeVerdict:
+        nodes = self.gather_nodes()
+        self.node.mark(Stage.RENDEZVOUS, t_rdzv)
+        report = Report(command="preflight")
+        report.data.update(plan_data(self.plan))
+        missing = [self.plan.hosts[i] for i, n in enumerate(nodes) if n is None]
+        self.node.absent |= {i for i, n in enumerate(nodes) if n is None}
+        if missing:
+            self.node.say(f"rendezvous: {plural(len(missing), 'node')} never arrived: {hosts_text(missing)}")
+            report.add(missing_nodes(self.plan, missing, self.node.args.rendezvous_timeout))
+            return self.node.decide(report, Stage.RENDEZVOUS)
+        arrived = [n for n in nodes if n is not None]
+        if self.plan.nnodes > 1:
+            self.node.say(f"rendezvous: all {self.plan.nnodes} nodes arrived in "
+                          f"{self.node.timings[Stage.RENDEZVOUS]} s")
+        stop = self.consistency(report, arrived)
+        if stop is not None:
+            return stop
+        self.node.live.set(GO_KEY, "1")
+        self.node.say(f"starting {plural(self.plan.nproc, 'rank')} per node")
+        self.node.spawn_workers()
+        return self.watch(report)
+
+    def gather_nodes(self) -> list[NodePost | None]:
+        store = self.node.live
+        end = min(self.node.deadline, time.monotonic() + self.node.args.rendezvous_timeout)
+        keys = [node_key(i) for i in range(self.plan.nnodes)]
+        while time.monotonic() < end and not store.has(*keys):
+            time.sleep(0.1)
+        nodes = [NodePost.from_json(v) if (v := store.get(k)) is not None else None for k in keys]
+        missing = [i for i, n in enumerate(nodes) if n is None]
+        if missing:  # a node arriving from now on learns that it came too late (and is not blamed on us)
+            store.set(CLOSED_KEY, Closed(missing=missing, host=self.plan.host).to_json())
+        return nodes
+
+    def consistency(self, report: Report, nodes: list[NodePost]) -> NodeVerdict | None:
+        """Compare the nodes; a verdict when no rank may start."""
+        t = time.monotonic()
+        add_probe_findings(report, nodes)
+        diffs = compare([n.facts for n in nodes])
+        report.extend(diffs)
+        if self.plan.nnodes > 1 and not diffs:
+            report.add(nodes_agree(self.plan.nnodes))
+        report.data["node_facts"] = [n.facts for n in nodes]
+        self.node.mark(Stage.CONSISTENCY, t)
+        if any(n.fatal for n in nodes):
+            return self.probe_stop(nodes, report)
+        uneven = [f for f in diffs if f.code == Code.RANK_COUNT_MISMATCH]
+        if uneven:  # the ranks' numbering assumes one count everywhere: they would collide, not fail cleanly
+            report.notes.append(f"no rank was started: the nodes would start different numbers of ranks "
+                                f"(odd: {uneven[0].where.host})")
+            self.node.say(f"consistency FAILED: {uneven[0].message}")
+            return self.node.decide(report, Stage.CONSISTENCY)
+        return None
+
+    def probe_stop(self, nodes: list[NodePost], report: Report | None = None) -> NodeVerdict:
+        """The probe failed somewhere: report it, start no rank."""
+        if report is None:  # one node: no rendezvous and no comparison took place
+            report = Report(command="preflight")
+            report.data.update(plan_data(self.plan))
+            report.data["node_facts"] = [n.facts for n in nodes]
+            add_probe_findings(report, nodes)
+        fatal = [n.host for n in nodes if n.fatal]
+        report.notes.append(f"no rank was started: the probe failed on {hosts_text(fatal)}")
+        return self.node.decide(report, Stage.PROBE)
+
+    # --- the ranks -------------------------------------------------------------------------------
+    def watch(self, report: Report) -> NodeVerdict:
+        """Follow every rank until the result, a failure, a lost node or a deadline."""
+        store = self.node.live
+        states = [RankState() for _ in range(self.plan.world_size)]
+        beats = Beats(store, self.plan.nnodes, self.node.deadline)
+        t_run = last_stages = time.monotonic()
+        while True:
+            now = time.monotonic()
+            result = store.get(RESULT_KEY)
+            if result is not None:
+                self.node.mark(Stage.RUN, t_run)
+                return self.finish(report, RankResult.from_json(result), beats)
+            errors = self.errors() if store.add(ERRORS_KEY, 0) else {}
+            if now - last_stages > STAGE_POLL_S:
+                self.update_stages(states)
+                last_stages = now
+            lost = beats.lost()
+            local_dead = self.node.dead_workers()
+            if errors or lost or local_dead:
+                time.sleep(self.node.left(REPORT_WAIT_S))  # let the other ranks report
+                errors = self.errors()
+                self.update_stages(states)
+                return self.fail(report, states, errors, lost=lost or beats.settle(), local_dead=local_dead)
+            stuck = stuck_stage(states, now, self.node.args.collective_timeout)
+            if stuck or now > self.node.deadline:
+                return self.fail(report, states, {}, lost=[], local_dead=[], timeout=stuck or TOTAL)
+            time.sleep(WATCH_TICK_S)
+
+    def errors(self) -> dict[int, RankError]:
+        """Every rank that reported a failure, by rank."""
+        store = self.node.live
+        return {r: RankError.from_json(v) for r in range(self.plan.world_size)
+                if (v := store.get(error_key(r))) is not None}
+
+    def update_stages(self, states: list[RankState]) -> None:
+        store = self.node.live
+        for r, st in enumerate(states):
+            v = store.get(stage_key(r))
+            if v is None:
+                continue
+            mark = StageMark.decode(v)
+            if mark.seq != st.seq:
+                st.seq, st.stage, st.since = mark.seq, mark.name, time.monotonic()
+
+    def fail(self, report: Report, states: list[RankState], errors: dict[int, RankError], *, lost: list[int],
+             local_dead: list[int], timeout: str | None = None) -> NodeVerdict:
+        pic = rank_picture(self.plan, states, errors)
+        backend = self.node.backend()
+        if lost:
+            self.node.absent |= set(lost)
+            report.add(lost_during_run(self.plan, lost, pic))
+        elif timeout:
+            report.add(timed_out(self.plan, report, backend, pic, timeout=timeout, timeout_s=self.node.args.timeout))
+        else:
+            report.add(rank_failed(self.plan, report, backend, pic, errors=errors, local_dead=local_dead))
+        report.data["stage"] = pic.stage
+        report.data["ranks"] = [{"rank": r, "host": self.plan.host_of(r), "stage": st.stage}
+                                for r, st in enumerate(states)]
+        self.node.say(f"FAILED in stage {pic.stage}")
+        return self.node.decide(report, pic.stage)
+
+    # --- the result ------------------------------------------------------------------------------
+    def finish(self, report: Report, result: RankResult, beats: Beats) -> NodeVerdict:
+        """Merge rank 0's results, each node's parsed NCCL logs, then decide. A node whose launcher died
+        after its ranks finished sends no logs: its lost heartbeat fails the run (its ranks passed, but
+        it would not have started the training either), and nobody waits for it."""
+        report.extend(result.findings)
+        report.tables.extend(result.tables)
+        report.notes.extend(result.notes)
+        report.data.update(result.data)
+        self.node.timings.update(result.timings_s)
+        self.node.measured_nothing = not result.measured
+        t = time.monotonic()
+        self.node.live.set(LOGS_WANTED_KEY, "1")
+        self.wait_for_ranks()
+        logs, lost = self.collect_logs(beats)
+        if lost:
+            self.node.absent |= lost
+            report.add(lost_after_run(self.plan, lost))
+        report.extend(nccl_log_findings(logs))
+        report.data["nccl_logs"] = [lg.as_dict() for lg in logs]
+        table: Table | None = nccl_log_table(logs)
+        if table:
+            report.tables.append(table)
+        self.node.mark(Stage.NCCL_LOGS, t)
+        return self.node.decide(report, Stage.NCCL_LOGS if lost else Stage.DONE)
+
+    def wait_for_ranks(self) -> None:
+        for p in self.node.procs:
+            _wait(p, max(0.1, self.node.left(RANK_EXIT_WAIT_S)))
+
+    def collect_logs(self, beats: Beats) -> tuple[list[LogSummary], set[int]]:
+        """Every node's NCCL log summary (ours first), and the nodes lost while waiting for theirs."""
+        store = self.node.live
+        logs = [self.node.nccl_logs()]
+        end = min(self.node.deadline, time.monotonic() + LOGS_WAIT_S)
+        lost: set[int] = set()
+        checked = 0.0
+        for i in range(1, self.plan.nnodes):
+            while time.monotonic() < end and not store.has(logs_key(i)) and i not in lost:
+                if time.monotonic() - checked > LOST_CHECK_S:
+                    lost.update(beats.lost())
+                    checked = time.monotonic()
+                time.sleep(0.1)
+            v = store.get(logs_key(i))
+            logs.append(LogSummary.from_json(v) if v else LogSummary.not_sent(self.plan.hosts[i]))
+        return logs, lost
+
+
+def _wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass

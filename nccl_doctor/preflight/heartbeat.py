@@ -1,0 +1,100 @@
+"""Heartbeats: every node counts ``hb/<i>`` up once a second on a connection of its own; node 0 names the
+nodes whose counter stopped; a follower's watchdog leaves when node 0's store stops answering."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from nccl_doctor.preflight import store as stores
+from nccl_doctor.preflight.protocol import heartbeat_key
+from nccl_doctor.preflight.store import Store
+
+HEARTBEAT_S = 1.0
+HEARTBEAT_LOST_S = 6.0  # no heartbeat for this long: the node is gone
+BEAT_CONNECT_S = 10.0  # the heartbeat connection's own store timeout
+JOIN_S = 2.0  # for the heartbeat thread at exit (a C++ store call still running at exit aborts the process)
+WATCH_S = 0.5  # how often a follower's watchdog looks
+HEAD_SILENT_S = HEARTBEAT_LOST_S + 4  # node 0's store has not answered a heartbeat this long: node 0 is lost
+BACKSTOP_S = 20.0  # a follower's watchdog: this long past the deadline without a verdict, leave
+SETTLE_POLL_S = 0.5
+
+
+class Heartbeat:
+    """This node's heartbeat thread. ``last`` is when node 0's store last answered it."""
+
+    def __init__(self, head: str, port: int, node: int, say: Callable[[str], None]):
+        self.head, self.port, self.key, self.say = head, port, heartbeat_key(node), say
+        self.stop = threading.Event()
+        self.last: float | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """A second connection, opened in the heartbeat thread itself: it never blocks the main one."""
+        self.thread = threading.Thread(target=self._beat, daemon=True, name="preflight-heartbeat")
+        self.thread.start()
+
+    def _beat(self) -> None:
+        try:
+            beat_store = stores.client(self.head, self.port, BEAT_CONNECT_S)
+            beat_store.add(self.key, 1)
+            self.last = time.monotonic()
+            while not self.stop.wait(HEARTBEAT_S):
+                beat_store.add(self.key, 1)
+                self.last = time.monotonic()
+        except Exception as exc:
+            if not self.stop.is_set():  # else node 0 may name this node lost (ND407): say why here
+                self.say(f"heartbeat to {self.head}:{self.port} stopped: {stores.first_line(exc)}")
+
+    def close(self) -> None:
+        """Stop beating; a thread still in a store call is left behind (the process exits without it)."""
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(JOIN_S)
+            if self.thread.is_alive():
+                stores.abandon(self.thread)
+
+
+def start_watchdog(beat: Heartbeat, deadline: float, timeout_s: float, leave: Callable[[str], None]) -> None:
+    """A follower's bound on node 0: a store call blocks in C++ for as long as a frozen, powered-off or
+    cut-off node 0 keeps its connection open (TCPStore's timeout bounds waiting for a key, not a read),
+    and no Python signal handler runs meanwhile. When node 0's store has not answered the heartbeat for
+    ``HEAD_SILENT_S``, or the deadline's backstop passed, ``leave`` with why (it does not return)."""
+    def watch() -> None:
+        while not beat.stop.wait(WATCH_S):
+            now, last = time.monotonic(), beat.last
+            silent = last is not None and now - last > HEAD_SILENT_S
+            if silent or now > deadline + BACKSTOP_S:
+                why = (f"its store has not answered for {now - last:.0f} s" if last is not None and silent else
+                       f"no verdict {timeout_s:.0f} s + {BACKSTOP_S:.0f} s after the start")
+                leave(why)
+
+    threading.Thread(target=watch, daemon=True, name="preflight-watchdog").start()
+
+
+class Beats:
+    """Node 0's view of every node's heartbeat counter: which have not moved for ``HEARTBEAT_LOST_S``."""
+
+    def __init__(self, store: Store, nnodes: int, deadline: float):
+        self.store, self.deadline = store, deadline
+        self.seen = {i: (-1, time.monotonic()) for i in range(nnodes)}
+
+    def lost(self) -> list[int]:
+        now, lost = time.monotonic(), []
+        for i, (count, seen) in self.seen.items():
+            c = self.store.add(heartbeat_key(i), 0)
+            if c != count:
+                self.seen[i] = (c, now)
+            elif now - seen > HEARTBEAT_LOST_S:
+                lost.append(i)
+        return lost
+
+    def settle(self) -> list[int]:
+        """On a failure, give a dead node's heartbeat time to go stale (until the deadline at most)."""
+        end = min(time.monotonic() + HEARTBEAT_LOST_S, self.deadline)
+        while time.monotonic() < end:
+            if self.lost():
+                break
+            time.sleep(SETTLE_POLL_S)
+        return self.lost()

@@ -1,0 +1,239 @@
+"""One node's launcher: its state, its ranks, and what node 0 and followers both do (say, time, report
+alone, decide, clean up). Node 0's steps are in ``head.py``, a follower's in ``follower.py``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from nccl_doctor.cluster import (
+    gloo_iface_to,
+    ignore_sigterm,
+    kill_groups,
+    private_dir,
+    sigterm_as_interrupt,
+    visible_gpus,
+)
+from nccl_doctor.codes import Code
+from nccl_doctor.preflight.fsdp_smoke import DCP_PREFIX
+from nccl_doctor.preflight.heartbeat import Heartbeat
+from nccl_doctor.preflight.nccllogs import nccl_log_summary
+from nccl_doctor.preflight.plan import NodePlan
+from nccl_doctor.preflight.probe import probe_this_node
+from nccl_doctor.preflight.protocol import (
+    ACKS_KEY,
+    TOTAL,
+    VERDICT_KEY,
+    Backend,
+    LogSummary,
+    NodePost,
+    Stage,
+    VerdictMessage,
+)
+from nccl_doctor.preflight.store import Store
+from nccl_doctor.preflight.verdict import NodeVerdict, alone, decide
+from nccl_doctor.report import Report, Severity
+
+PREFIX = "nccl-doctor preflight"
+WORKER_ENV = "NCCL_DOCTOR_PREFLIGHT_WORKER"
+KILL_GRACE_S = 3.0  # between SIGTERM and SIGKILL to our ranks
+DCP_RECORD = "fsdp-smoke-checkpoint"  # in the log dir: where rank 0 put the smoke test's checkpoint
+PUBLISH_WAIT_S = 5.0  # node 0 waits this long for the followers to read its verdict
+POLL_S = 0.1
+SHOWN_FATAL = 3  # probe failures named in the progress line
+NCCL_DEBUG_SUBSYS = "INIT,BOOTSTRAP,ENV,NET"
+
+
+class Launcher:
+    """One node's side of the run. Node 0 also decides; the others follow its verdict."""
+
+    def __init__(self, args: argparse.Namespace, plan: NodePlan, env: Mapping[str, str]):
+        self.args, self.plan, self.env = args, plan, dict(env)
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + float(args.timeout)
+        self.timings: dict[str, float] = {}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.store: Store | None = None
+        self.log_dir: Path | None = None  # made in running(), where every exit path removes it
+        self.heartbeat: Heartbeat | None = None
+        self.absent: set[int] = set()  # nodes that never arrived or stopped heart-beating: no ack expected
+        self.measured_nothing = False  # the ranks ran but measured nothing: the verdict is "could not run"
+
+    # --- progress and time -----------------------------------------------------------------------
+    def say(self, msg: str) -> None:
+        """Progress on stderr (a job log shows it interleaved with the report on stdout)."""
+        print(f"{PREFIX} [{self.plan.host} {time.monotonic() - self.t0:5.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def mark(self, stage: str, since: float) -> None:
+        self.timings[str(stage)] = round(time.monotonic() - since, 2)
+
+    def window(self) -> float:
+        """How long a rendezvous step may take now."""
+        return max(1.0, min(float(self.args.rendezvous_timeout), self.deadline - time.monotonic()))
+
+    def left(self, most: float) -> float:
+        """``most`` seconds, or what is left before the deadline when that is less."""
+        return min(most, max(0.0, self.deadline - time.monotonic()))
+
+    @property
+    def beat(self) -> Heartbeat:
+        """The heartbeat, once started."""
+        if self.heartbeat is None:
+            raise RuntimeError("preflight: no heartbeat")
+        return self.heartbeat
+
+    @property
+    def live(self) -> Store:
+        """The store, once connected (a step that needs it runs only then)."""
+        if self.store is None:
+            raise RuntimeError("preflight: no rendezvous store")
+        return self.store
+
+    # --- the whole run ---------------------------------------------------------------------------
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Never leaves a rank behind: SIGTERM (srun, scancel, the time limit) stops us like Ctrl-C, and
+        the exit stops the ranks, which live in sessions of their own."""
+        old = sigterm_as_interrupt()
+        try:
+            self.log_dir = private_dir("nccl-logs")  # SIGKILLed runs' dirs: removed by the next run
+            yield
+        finally:
+            if old is not None:  # a second SIGTERM must not cut the cleanup short
+                ignore_sigterm()
+            try:
+                if self.heartbeat is not None:
+                    self.heartbeat.stop.set()
+                self.kill_workers()
+                if self.heartbeat is not None:
+                    self.heartbeat.close()
+            finally:
+                if self.log_dir is not None:
+                    remove_checkpoint(self.log_dir / DCP_RECORD)
+                    shutil.rmtree(self.log_dir, ignore_errors=True)
+                if old is not None:
+                    signal.signal(signal.SIGTERM, old)
+
+    def probe(self) -> NodePost:
+        t = time.monotonic()
+        mine = probe_this_node(self.plan, self.env)
+        self.mark(Stage.PROBE, t)
+        fatal = [f for f in mine.findings if f.severity is Severity.FAIL]
+        if fatal:
+            self.say("probe FAILED: " + "; ".join(f"{f.code} {f.message}" for f in fatal[:SHOWN_FATAL]))
+        return mine
+
+    def start_heartbeat(self) -> None:
+        self.heartbeat = Heartbeat(self.plan.head, self.plan.port, self.plan.node_rank, self.say)
+        self.heartbeat.start()
+
+    def alone(self, mine: NodePost, stage: str, why: str, *, fix: str | None = None, code: Code | None = None,
+              host: str | None = None) -> NodeVerdict:
+        """This node cannot reach the others: report what it knows itself, naming node 0 (or ``host``)."""
+        return alone(self.plan, mine, stage, why, self.timings, fix=fix, code=code, host=host)
+
+    def decide(self, report: Report, stage: str) -> NodeVerdict:
+        """The verdict of this run (node 0, or one node alone)."""
+        self.timings[TOTAL] = round(time.monotonic() - self.t0, 2)
+        return decide(report, self.plan, stage, self.timings, measured_nothing=self.measured_nothing,
+                      strict=self.args.strict)
+
+    def publish(self, outcome: NodeVerdict) -> None:
+        """Node 0: tell every node the verdict, and wait (briefly) until they have read it."""
+        if not self.plan.is_head or self.store is None:
+            return
+        try:
+            msg = VerdictMessage(code=outcome.code, verdict=outcome.verdict, summary=outcome.summary)
+            self.store.set(VERDICT_KEY, msg.to_json())
+            end = time.monotonic() + PUBLISH_WAIT_S
+            while time.monotonic() < end and self.store.add(ACKS_KEY, 0) < self.alive_followers():
+                time.sleep(POLL_S)
+        except Exception:
+            pass
+
+    def alive_followers(self) -> int:
+        return self.plan.nnodes - 1 - len(self.absent - {0})
+
+    def abandon(self, why: str) -> None:
+        """Leave now, from a thread, while the main thread is stuck in a store call: ranks stopped, our
+        temp dir removed, one line, exit 1."""
+        self.kill_workers()
+        if self.log_dir is not None:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+        print(f"{PREFIX} ({self.plan.host}): FAIL: stopped in stage run: {why}", flush=True)
+        sys.stderr.flush()
+        os._exit(1)
+
+    # --- ranks -----------------------------------------------------------------------------------
+    def worker_argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "nccl_doctor", "preflight", "--worker",
+                "--timeout", str(self.args.timeout), "--collective-timeout", str(self.args.collective_timeout)]
+        if self.args.fsdp_smoke:
+            argv.append("--fsdp-smoke")
+        if self.args.fsdp_smoke_dir:
+            argv += ["--fsdp-smoke-dir", self.args.fsdp_smoke_dir]
+        if self.args.cpu:
+            argv.append("--cpu")
+        return argv
+
+    def worker_env(self, local: int, gloo_iface: str | None) -> dict[str, str]:
+        plan, log_dir = self.plan, self.log_dir or Path()
+        env = dict(self.env)
+        env.update({
+            WORKER_ENV: "1", "RANK": str(plan.node_rank * plan.nproc + local), "LOCAL_RANK": str(local),
+            "WORLD_SIZE": str(plan.world_size), "LOCAL_WORLD_SIZE": str(plan.nproc),
+            "GROUP_RANK": str(plan.node_rank), "NNODES": str(plan.nnodes), "MASTER_ADDR": plan.head,
+            "MASTER_PORT": str(plan.port), "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": NCCL_DEBUG_SUBSYS,
+            "NCCL_DEBUG_FILE": str(log_dir / "%h.%p.log"),
+            "NCCL_DOCTOR_FSDP_BASE": self.args.fsdp_smoke_dir or (os.getcwd() if plan.nnodes > 1 else ""),
+            "NCCL_DOCTOR_DCP_RECORD": str(log_dir / DCP_RECORD),
+        })
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env.setdefault("PYTHONWARNINGS", "ignore")
+        if gloo_iface:
+            env["GLOO_SOCKET_IFNAME"] = gloo_iface
+        return env
+
+    def spawn_workers(self) -> None:
+        gloo_iface = None
+        if self.plan.nnodes > 1 and not self.env.get("GLOO_SOCKET_IFNAME"):
+            gloo_iface = gloo_iface_to(self.plan.head, self.plan.port)
+        argv = self.worker_argv()
+        for local in range(self.plan.nproc):
+            self.procs.append(subprocess.Popen(argv, env=self.worker_env(local, gloo_iface), start_new_session=True))
+
+    def kill_workers(self) -> None:
+        """Each rank runs in a session of its own (so a Ctrl-C reaches only us): stop them all, TERM first."""
+        kill_groups(self.procs, KILL_GRACE_S)
+
+    def workers_done(self) -> bool:
+        return all(p.poll() is not None for p in self.procs)
+
+    def dead_workers(self) -> list[int]:
+        """Local ranks that exited with an error."""
+        return [i for i, p in enumerate(self.procs) if p.poll() not in (None, 0)]
+
+    def backend(self) -> Backend:
+        return Backend.GLOO if self.args.cpu or not visible_gpus(self.env) else Backend.NCCL
+
+    def nccl_logs(self) -> LogSummary:
+        return nccl_log_summary(self.log_dir or Path(), self.backend(), host=self.plan.host)
+
+
+def remove_checkpoint(record: Path) -> None:
+    """The ``--fsdp-smoke`` checkpoint, when its ranks were killed before they could remove it (it sits on
+    the user's shared file system). Only a directory the smoke test made (its prefix) is removed."""
+    try:
+        path = Path(record.read_text().strip())
+    except OSError:
+        return
+    if path.name.startswith(DCP_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,61 @@
+"""Each node's captured NCCL_DEBUG=INFO logs, parsed where they were written: the transport NCCL really
+used per communicator, the parser's findings, and the report's table of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nccl_doctor.codes import Code
+from nccl_doctor.logs import diagnose, parse_paths
+from nccl_doctor.preflight.protocol import Backend, LogSummary
+from nccl_doctor.report import Finding, Severity, Table, finding, hosts_text
+
+NCCL_NEVER_RAN = "the ranks ran Gloo on CPU (no GPU or --cpu), so NCCL never ran and wrote no log"
+GDR_TEXT: dict[object, str] = {True: "yes", False: "no"}  # anything else (unknown): "-"
+COMMUNICATOR_KEYS = ("id", "nranks", "nnodes", "intra_node", "inter_node")
+
+
+def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> LogSummary:
+    """Parse one node's captured NCCL_DEBUG=INFO logs, or say why there is nothing to parse."""
+    files = sorted(log_dir.glob("*.log"))
+    if not files:
+        why = (NCCL_NEVER_RAN if backend == Backend.GLOO
+               else f"NCCL wrote no log on {host} (NCCL_DEBUG_FILE not honoured?)")
+        return LogSummary(host=host, skipped=why)
+    try:
+        rep = diagnose(parse_paths(files))
+    except Exception as exc:
+        return LogSummary(host=host, skipped=f"log parser failed: {exc!r}", files=len(files))
+    comms = [{k: c.get(k) for k in COMMUNICATOR_KEYS} for c in rep.data.get("communicators", [])]
+    return LogSummary(host=host, files=len(files), inter_node=rep.data.get("inter_node"),
+                      intra_node=rep.data.get("intra_node"), communicators=comms,
+                      findings=[f.as_dict() for f in rep.findings])
+
+
+def nccl_log_findings(logs: list[LogSummary]) -> list[Finding]:
+    """ND001 once per distinct reason a node's logs were not parsed: PASS when Gloo ran on CPU (there is
+    no NCCL to check), WARN otherwise (a check that could not run); then every node's parser findings."""
+    hosts: dict[str, list[str]] = {}
+    for lg in logs:
+        if lg.skipped:
+            hosts.setdefault(lg.skipped, []).append(lg.host)
+    out = [finding(Code.CHECK_SKIPPED, Severity.PASS if why == NCCL_NEVER_RAN else Severity.WARN,
+                   f"NCCL log check skipped: {why}", host=hosts_text(hosts[why]))
+           for why in sorted(hosts)]
+    return out + [Finding.from_dict(f) for lg in logs for f in lg.findings]
+
+
+def nccl_log_table(logs: list[LogSummary]) -> Table | None:
+    """What NCCL really used, per node and communicator (world, the HSDP intra- and inter-node groups)."""
+    rows = []
+    for lg in logs:
+        for c in lg.communicators or []:
+            inter = c.get("inter_node") or {}
+            gdr = GDR_TEXT.get(inter.get("gdr"), "-")
+            rows.append((lg.host, str(c.get("id")), str(c.get("nranks") or "-"), str(c.get("nnodes") or "-"),
+                         ", ".join(c.get("intra_node") or []) or "-", inter.get("transport") or "-", gdr))
+    if not rows:
+        return None
+    return Table(title="Transports NCCL used (from its NCCL_DEBUG=INFO logs)",
+                 columns=("host", "communicator", "ranks", "nodes", "intra-node", "inter-node", "GDR"),
+                 rows=tuple(rows))

@@ -1,0 +1,60 @@
+"""The node-pair pass planned against a simulated network (``bench.pairs``): which rounds run, which node
+is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from nccl_doctor.bench.pairs import Localisation, first_round, next_round, predict_rounds
+
+
+def simulate(nnodes: int, bad: set[int], fast: float = 1.5, slow: float = 0.012, floor: float = 0.06) -> Localisation:
+    """The real planning loop with a bandwidth oracle: a link touching a bad node is slow. ``floor``
+    is 5% of a 10 Gb/s line rate, as preflight derives it from the probe."""
+    loc = Localisation(nnodes=nnodes, floor_gbps=floor)
+    pairs = first_round(nnodes)
+    while pairs:
+        assert len({n for p in pairs for n in p}) == 2 * len(pairs), f"pairs of a round must be disjoint: {pairs}"
+        for a, b in pairs:
+            assert (a, b) not in loc.links, "a link is never measured twice"
+            loc.links[(a, b)] = slow if {a, b} & bad else fast
+        loc.rounds.append(pairs)
+        pairs = next_round(loc)
+    return loc
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9])
+def test_healthy_cluster_costs_predicted_rounds(n):
+    loc = simulate(n, set())
+    assert loc.bad() == [] and loc.unresolved() == [] and loc.slow_links() == []
+    assert len(loc.rounds) == predict_rounds(n)[0]
+
+
+@pytest.mark.parametrize("n,bad", [(3, 1), (3, 2), (3, 0), (4, 1), (5, 4), (8, 3), (9, 8), (64, 17)])
+def test_one_bad_node_is_named_within_predicted_rounds(n, bad):
+    loc = simulate(n, {bad})
+    assert loc.bad() == [bad]
+    assert loc.unresolved() == []
+    assert len(loc.rounds) <= predict_rounds(n)[1]
+
+
+def test_two_nodes_slow_link_cannot_say_which():
+    loc = simulate(2, {1})
+    assert loc.bad() == [] and loc.unresolved() == [0, 1] and loc.slow_links() == [(0, 1)]
+
+
+def test_several_bad_nodes_at_scale_stay_linear():
+    loc = simulate(128, {3, 40, 41, 99})
+    assert loc.bad() == [3, 40, 41, 99]
+    assert len(loc.rounds) <= 3
+    assert len(loc.links) < 128  # never all-pairs (8128 links)
+
+
+def test_without_a_floor_relative_speed_still_names_the_node():
+    loc = simulate(4, {2}, floor=0.0)
+    assert loc.bad() == [2]
+
+
+def test_absolute_floor_flags_uniformly_slow_cluster():
+    loc = Localisation(nnodes=2, links={(0, 1): 0.01}, floor_gbps=0.05)
+    assert loc.slow_links() == [(0, 1)]

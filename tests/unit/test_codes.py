@@ -1,0 +1,99 @@
+"""Finding codes are stable, unique, documented, and every code used in the package is in the table."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from nccl_doctor.codes import CODES, README_BEGIN, README_END, Code, markdown_table, update_readme
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "nccl_doctor"
+README = ROOT / "README.md"
+
+# The whole set, pinned: a code is never renamed, renumbered, reused or dropped (dashboards and runbooks key
+# on them). Adding one means adding it here, to the table in codes.py and, by `python -m nccl_doctor.codes`,
+# to the README.
+PINNED = {
+    "ND001": "check-skipped",
+    "ND101": "inter-node-transport-ok", "ND102": "socket-fallback", "ND103": "socket-transport",
+    "ND104": "gdr-not-used", "ND105": "intra-node-degraded", "ND106": "transport-not-visible",
+    "ND107": "nccl-version-mismatch", "ND108": "nccl-warning", "ND109": "ib-completion-error",
+    "ND110": "connect-failed", "ND111": "rdma-verbs-error", "ND112": "cuda-error",
+    "ND113": "no-socket-interface", "ND114": "watchdog-timeout", "ND115": "nccl-error",
+    "ND116": "ofi-provider-not-efa", "ND117": "log-input-damaged", "ND118": "ranks-behind",
+    "ND200": "probe-summary", "ND201": "nccl-on-management", "ND202": "socket-ifname-matches-nothing",
+    "ND203": "socket-ifname-down", "ND204": "socket-ifname-ignored", "ND205": "ifname-prefix-overmatch",
+    "ND206": "nccl-on-virtual", "ND207": "rdma-disabled-by-env", "ND208": "ib-hca-selects-nothing",
+    "ND209": "rdma-port-not-active", "ND210": "rdma-port-slow", "ND211": "roce-gid-unusable",
+    "ND212": "bond-slave-down", "ND213": "gpu-nic-numa-mismatch", "ND214": "gdr-prerequisites-missing",
+    "ND215": "gloo-binds-loopback", "ND216": "gloo-ifname-invalid", "ND217": "env-not-integer",
+    "ND218": "env-value-ignored", "ND219": "env-unknown-name", "ND220": "nccl-conf-file",
+    "ND221": "p2p-or-shm-disabled", "ND222": "nccl-net-unavailable", "ND223": "named-like-ib",
+    "ND224": "nccl-finds-no-interface", "ND225": "efa-needs-plugin", "ND226": "no-rdma",
+    "ND300": "bandwidth-ok", "ND301": "wrong-results", "ND302": "slow-node-bandwidth",
+    "ND303": "slow-link-unpinned", "ND305": "above-link-rate", "ND306": "sizes-too-small",
+    "ND307": "too-few-iterations", "ND308": "world-size-mismatch", "ND309": "deadline-expired",
+    "ND310": "collective-failed", "ND311": "launch-failed",
+    "ND401": "version-mismatch", "ND402": "setting-mismatch", "ND403": "nic-mismatch",
+    "ND404": "net-plugin-mismatch", "ND405": "node-missing", "ND406": "stage-failed", "ND407": "node-lost",
+    "ND408": "rank-count-mismatch", "ND410": "fsdp-smoke",
+}
+
+
+def test_the_set_of_codes_is_pinned():
+    assert {c.value: c.slug for c in Code} == PINNED
+    assert {c.value: c for c in Code} == CODES
+
+
+def test_codes_well_formed():
+    for code, entry in CODES.items():
+        assert re.fullmatch(r"ND\d{3}", code), code
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", entry.slug), entry.slug
+        assert entry.summary.endswith("."), code
+    slugs = [c.slug for c in CODES.values()]
+    assert len(slugs) == len(set(slugs)), "two codes share a slug"
+
+
+def test_values_are_unique_and_numbered_by_range():
+    """A StrEnum with a repeated value would make the second member an alias of the first: the table
+    would silently lose a code. Ranges: ND0xx general, ND1xx parse, ND2xx probe, ND3xx bench, ND4xx preflight."""
+    values = [member.value for member in Code.__members__.values()]
+    assert len(values) == len(set(values)) == len(Code), "two members share a code"
+    for member in Code:
+        assert re.fullmatch(r"ND\d{3}", member.value), member
+        assert member == member.value and f"{member}" == member.value  # JSON and f-strings show the code
+    assert [c.value for c in Code] == sorted(c.value for c in Code), "members are listed in code order"
+
+
+@pytest.mark.parametrize("member", list(Code), ids=lambda c: f"{c.value}-{c.slug}")
+def test_every_code_explains_itself_and_its_fix(member):
+    """What the README table and any `explain` show: a summary, why it matters, and the usual fix."""
+    for kind in ("slug", "summary", "explanation", "fix"):
+        text = getattr(member, kind)
+        assert isinstance(text, str) and text.strip() == text and text, f"{member.value}: empty {kind}"
+    assert member.explanation.endswith("."), member.value
+    assert member.fix.endswith("."), member.value
+    assert member.explanation not in (member.summary, member.fix)
+
+
+def test_every_code_used_in_source_is_defined():
+    literals, members = set(), set()
+    for path in PKG.rglob("*.py"):
+        if path.name != "codes.py":
+            text = path.read_text()
+            literals |= set(re.findall(r"[\"'](ND\d{3})[\"']", text))
+            members |= set(re.findall(r"\bCode\.([A-Z][A-Z0-9_]*)\b", text))
+    assert literals <= set(CODES), f"undefined codes: {sorted(literals - set(CODES))}"
+    assert members <= set(Code.__members__), f"undefined members: {sorted(members - set(Code.__members__))}"
+
+
+def test_readme_table_matches_codes():
+    assert markdown_table() in README.read_text(), "README code table is stale: run python -m nccl_doctor.codes"
+
+
+def test_update_readme_rewrites_only_the_table(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\n{README_BEGIN}\n| stale |\n{README_END}\n\nafter\n")
+    update_readme(str(readme))
+    assert readme.read_text() == f"# title\n\n{README_BEGIN}\n{markdown_table()}\n{README_END}\n\nafter\n"
