@@ -170,6 +170,7 @@ def phases(path: Path) -> dict[str, float]:
             careful[0] += time.perf_counter() - t
             careful[1] += 1
             careful[2] = False
+            return None
         return wrapper
 
     class Timed(logparse.LogParser):

@@ -1,6 +1,6 @@
 """Wall time of ``nccl-doctor preflight`` on 2 and 3 namespace nodes (2 Gloo ranks each), by stage.
 
-Runs the real path: a Slurm cluster in network namespaces (tests/slurm.py), ``examples/preflight.sbatch``
+Runs the real path: a Slurm cluster in network namespaces (tests/helpers/slurm.py), ``examples/preflight.sbatch``
 submitted with ``sbatch --wait``, stage timings read from the JSON report. Root only.
 
     sudo .venv/bin/python benchmarks/bench_preflight.py [--nodes 2 3] [--repeat 1]
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: tests.helpers from the checkout
 
-from tests.helpers import slurm
+from tests.helpers import slurm  # noqa: E402 - after the path above: run as a script from any directory
 
 STAGES = ("probe", "rendezvous", "consistency", "bench", "localise", "run", "nccl-logs", "total")
 
@@ -53,7 +53,7 @@ def main() -> int:
         print(f"bench_preflight: skipped: {reason}", file=sys.stderr)
         return 2
     rows = [one_run(n) for n in args.nodes for _ in range(args.repeat)]
-    cols = ("nodes", "rc", "verdict", "job_s") + STAGES + ("pair_rounds",)
+    cols = ("nodes", "rc", "verdict", "job_s", *STAGES, "pair_rounds")
     print(" ".join(f"{c:>11}" for c in cols))
     for r in rows:
         print(" ".join(f"{'-' if r[c] is None else r[c]!s:>11}" for c in cols))

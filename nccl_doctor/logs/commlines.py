@@ -23,6 +23,7 @@ from nccl_doctor.logs.state import ParserState
 UNIDENTIFIED = "unidentified"  # the comm of channel lines whose init line never came
 MAX_RANKS_PER_COMM = 1 << 20  # ranks named by channel lines kept per communicator
 MAX_MEMBERSHIPS = 64  # communicators remembered per process (the oldest is dropped)
+_INTRA, _NET, _COLLNET = Tr.INTRA, Tr.NET, Tr.COLLNET  # module globals: an enum attribute costs ~100 ns a look-up
 
 
 class CommLines(ParserState):
@@ -66,15 +67,15 @@ class CommLines(ParserState):
             coll, name, _dev, _proxy, gdr = nm.groups()
             if coll:
                 comm.collnet[(name, bool(gdr))] += 1
-                tkey = (Tr.COLLNET, name, bool(gdr))
+                tkey = (_COLLNET, name, bool(gdr))
             else:
                 net, nkey = comm.net, (host, peer, name, bool(gdr))
                 net[nkey] = net.get(nkey, 0) + 1  # a new key each time: no Counter.__missing__ call
-                tkey = (Tr.NET, name, bool(gdr))
+                tkey = (_NET, name, bool(gdr))
         else:
             token = INDIRECT_RE.sub("/indirect", tr) if "/indirect/" in tr else tr
             comm.intra[token] += 1
-            tkey = (Tr.INTRA, token)
+            tkey = (_INTRA, token)
         evs = comm.tr_first.get(tkey)
         if evs is None:
             evs = comm.tr_first[tkey] = []

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from nccl_doctor.codes import Code
 from nccl_doctor.logs.errorfindings import behind_finding, error_findings, trace_finding, watchdog_findings
-from nccl_doctor.logs.model import Comm, Evidence, ParseResult
+from nccl_doctor.logs.model import OFI_PLUGIN, UNKNOWN_HOST, Comm, Evidence, Fact, ParseResult
 from nccl_doctor.logs.transports import (
     InterNode,
+    Transport,
     by_position,
     fact_lines,
     inter_connections,
@@ -75,12 +76,12 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
     shown = net_lines(r, inter=True, family=t)  # channel lines that show the transport, first first
     comm = shown[0][0] if shown else None
     lines = [ev for _, ev in shown[:1]] + static_transport_lines(r, t)
-    if t == "Socket":
+    if t == Transport.SOCKET:
         out.append(_socket_finding(r, lines, comm, host))
-    elif t == "OFI" and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
+    elif t == Transport.OFI and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
         prov = ", ".join(r.ofi_providers)
-        said = fact_lines(r, *(f"ofi:{p}" for p in r.ofi_providers))
-        on = on_hosts(set().union(*(r.fact_hosts.get(f"ofi:{p}", set()) for p in r.ofi_providers)))
+        said = fact_lines(r, *(f"{Fact.OFI_}{p}" for p in r.ofi_providers))
+        on = on_hosts(set().union(*(r.fact_hosts.get(f"{Fact.OFI_}{p}", set()) for p in r.ofi_providers)))
         out.append(finding(
             code=Code.OFI_PROVIDER_NOT_EFA, severity=Severity.FAIL,
             message=f"aws-ofi-nccl selected libfabric provider '{prov}', not 'efa'{on}: "
@@ -88,16 +89,16 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
             fix="check the EFA device with `fi_info -p efa` (EFA driver, security group allowing all traffic "
                 "to itself); set FI_PROVIDER=efa so a missing EFA fails loudly",
             **where_of(said[0] if said else None, host=host), evidence=quoted(said + lines)))
-    elif t == "unknown":
+    elif t == Transport.UNKNOWN:
         ev = any_line(r)
         out.append(finding(
             code=Code.TRANSPORT_NOT_VISIBLE, severity=Severity.WARN,
             message="the log does not show the inter-node transport (no `via NET/...` or `Using network` line)",
             fix="rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV and let at least one collective run "
                 "(NCCL 2.22+ connects lazily, at the first collective)",
-            **where_of(ev, host=host) if ev else input_where(r, host), evidence=quoted([ev] if ev else [])))
-    elif t != "none":
-        label = {"OFI": "EFA/libfabric (aws-ofi-nccl)"}.get(t, t)
+            **(where_of(ev, host=host) if ev else input_where(r, host)), evidence=quoted([ev] if ev else [])))
+    elif t != Transport.NONE:
+        label = "EFA/libfabric (aws-ofi-nccl)" if t == Transport.OFI else t
         if inter.gdr is False:
             out.append(_gdr_finding(r, t, label, lines, host))
         else:
@@ -114,7 +115,7 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
 def _socket_finding(r: ParseResult, lines: list[Evidence], comm: Comm | None, host: str | None) -> Finding:
     """ND102 when the nodes evidently have RDMA, else ND103 with what the log says about why."""
     signs = _rdma_hardware(r)
-    no_dev = sorted(h for h in r.ib_no_device if h != "?")
+    no_dev = sorted(h for h in r.ib_no_device if h != UNKNOWN_HOST)
     no_dev_lines = list(r.ib_no_device.values())[:2]
     ib_disable = setting(r, "NCCL_IB_DISABLE")
     ib_disabled = bool(ib_disable) and ib_disable not in ("0", "")  # NCCL echoes the strtoll value
@@ -143,12 +144,12 @@ def _socket_finding(r: ParseResult, lines: list[Evidence], comm: Comm | None, ho
         fix = ("if the nodes have InfiniBand or RoCE (`ibstat` lists ACTIVE ports), export NCCL_IB_DISABLE=0 (it "
                "overrides nccl.conf too); on plain "
                "Ethernet prefer HSDP and raise NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD")
-    elif "aws-ofi-nccl" in r.net_plugins and not r.ofi_providers:
+    elif OFI_PLUGIN in r.net_plugins and not r.ofi_providers:
         why = "the aws-ofi-nccl (EFA) plugin is installed but did not initialise, and NCCL fell back to sockets"
         fix = ("on EFA instances run `fi_info -p efa` (EFA driver and libfabric installed, /dev/infiniband/uverbs* "
                "visible in the container, a security group that allows all traffic to itself) and read the NET/OFI "
                "warning; on instances without EFA sockets are expected: prefer HSDP across nodes")
-        lines = ofi + fact_lines(r, "ofi-plugin") + lines
+        lines = ofi + fact_lines(r, Fact.OFI_PLUGIN) + lines
     else:
         why = "no RDMA device in evidence"
         fix = ("use nodes with InfiniBand, RoCE or EFA for multi-node training; on plain Ethernet prefer HSDP "
@@ -171,7 +172,7 @@ def _socket_beside_rdma(r: ParseResult, label: str) -> Finding | None:
                 hosts.add(host)
     if not comms:
         return None
-    shown = net_lines(r, inter=True, family="Socket")
+    shown = net_lines(r, inter=True, family=Transport.SOCKET)
     first_comm, first = shown[0] if shown else (None, None)
     names = [k for k in comms if k != "unidentified"]
     which = f"communicator{'s' if len(names) > 1 else ''} {', '.join(names[:5])}" if names else "some connections"
@@ -206,7 +207,8 @@ def _gdr_finding(r: ParseResult, t: str, label: str, lines: list[Evidence], host
         if only and with_gdr else ""
     no_gdr = net_lines(r, inter=True, family=t, gdr=False)
     comm = no_gdr[0][0] if no_gdr else None
-    why = [ev for _, ev in no_gdr[:2]] + fact_lines(r, "ring-gdr:0", "gdr-hca:Disabled", "gdr-gpu:Disabled")
+    no_gdr_facts = (f"{Fact.RING_GDR_}0", f"{Fact.GDR_HCA_}Disabled", f"{Fact.GDR_GPU_}Disabled")
+    why = [ev for _, ev in no_gdr[:2]] + fact_lines(r, *no_gdr_facts)
     return finding(code=Code.GDR_NOT_USED, severity=Severity.WARN,
                    message=f"inter-node traffic uses {label} without GPUDirect RDMA{where_text}{extra}: "
                            "data is staged through host memory", fix=_gdr_fix(r, t),
@@ -216,7 +218,7 @@ def _gdr_finding(r: ParseResult, t: str, label: str, lines: list[Evidence], host
 def _gdr_fix(r: ParseResult, t: str) -> str:
     """How to get GDR, for the NCCL version in the log: NCCL_NET_GDR_LEVEL takes path names only from 2.6
     (2.4/2.5 read an integer, so ``PHB`` would read as 0 and turn GDR off)."""
-    if t == "OFI":
+    if t == Transport.OFI:
         return ("enable GPUDirect RDMA for EFA: FI_EFA_USE_DEVICE_RDMA=1 (p4d/p5), a recent aws-ofi-nccl, "
                 "and check `lsmod | grep nvidia_peermem` or DMA-BUF support")
     versions = [version_key(v)[:2] for v in r.versions]
@@ -247,14 +249,14 @@ def _intra_findings(r: ParseResult, inter: InterNode, intra: list[str]) -> list[
             fix="P2P is off between these GPUs: check NCCL_P2P_DISABLE / NCCL_P2P_LEVEL, `nvidia-smi topo -m`, "
                 "ACS/IOMMU settings; containers need --ipc=host (and NCCL_SHM_DISABLE unset)",
             **where_of(first, first_comm, host), evidence=quoted([ev for _, ev in shown])))
-    elif inter.transport == "none" and not intra:
+    elif inter.transport == Transport.NONE and not intra:
         ev = any_line(r)
         out.append(finding(
             code=Code.TRANSPORT_NOT_VISIBLE, severity=Severity.WARN,
             message="single-node job, but no channel line shows the intra-node transport",
             fix="rerun with NCCL_DEBUG=INFO (Ray: RAY_DEDUP_LOGS=0) and let one collective run",
-            **where_of(ev, host=host) if ev else input_where(r, host), evidence=quoted([ev] if ev else [])))
-    elif inter.transport == "none":
+            **(where_of(ev, host=host) if ev else input_where(r, host)), evidence=quoted([ev] if ev else [])))
+    elif inter.transport == Transport.NONE:
         shown = intra_lines(r, intra)
         first_comm, first = shown[0] if shown else (None, None)
         out.append(finding(code=Code.INTER_NODE_TRANSPORT_OK, severity=Severity.PASS,

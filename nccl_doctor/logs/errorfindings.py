@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nccl_doctor.codes import Code
-from nccl_doctor.logs.model import Category, Group, ParseResult
-from nccl_doctor.logs.patterns import RETCODES
+from nccl_doctor.logs.model import MIXED_PG, Category, Fact, Group, ParseResult
+from nccl_doctor.logs.patterns import NCCL_IN_PROGRESS, RETCODES
 from nccl_doctor.logs.where import (
     first_host,
     group_evidence,
@@ -98,6 +98,16 @@ _VERBS_FIX = {
 }
 
 
+_CUDA_FIX = {
+    "": "check the GPU with `nvidia-smi` and the driver/CUDA versions (`nvidia-smi -q`, CUDA compat)",
+    "oom": ("the GPU ran out of memory while NCCL set up its buffers: free memory before creating communicators, "
+            "or lower NCCL_BUFFSIZE / the number of channels (NCCL_MAX_NCHANNELS)"),
+}
+SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+SHOWN_RETCODES = 3  # return codes an nccl-error finding names
+SHOWN_KINDS = 3  # distinct messages an nccl-error finding quotes
+
+
 def _error_text(category: str, cls: str, groups: list[Group], *, count: int, hosts: Iterable[str],
                 r: ParseResult) -> tuple[str, str]:
     """Message and fix for groups of one category whose texts select the same fix (``cls``)."""
@@ -105,37 +115,15 @@ def _error_text(category: str, cls: str, groups: list[Group], *, count: int, hos
     times = plural(count, "time")
     shown = [g.text or g.kind for g in groups]
     if category == Category.IB_COMPLETION:
-        statuses = [cls] if cls else []
-        named = ", ".join(f"status {s} = {IB_STATUS.get(s, 'see ibv_wc_status')}" for s in statuses)
-        vendor = sorted({g.detail["vendor_err"] for g in groups if "vendor_err" in g.detail})
-        msg = f"IB work completion errors{on} ({times}; {named or 'status not printed'}"
-        msg += f", vendor err {', '.join(vendor)})" if vendor else ")"
-        fix = _IB_STATUS_FIX.get(cls, "check the links of both hosts with `ibstat` and `ibdiagnet`, "
-                                      "and the peer's log for its first error")
-        return msg, fix
+        return _ib_completion_text(cls, groups, on, times)
     if category == Category.CONNECT:
-        kinds = "; ".join(shown[:2])
-        ifaces = {i for v in r.socket_ifaces.values() for i in v} | {i for v in r.bootstrap_ifaces.values() for i in v}
-        virtual = sorted({i.split(":", 1)[0] for i in ifaces
-                          if i.startswith(VIRTUAL_IFACES) or "fe80:" in i})
-        fix = ("make sure the nodes reach each other on the interface NCCL uses (ping the peer address, "
-               "check firewalls/security groups) and pin it with NCCL_SOCKET_IFNAME=<routable interface>")
-        ifname = setting(r, "NCCL_SOCKET_IFNAME")
-        if ifname:
-            fix = _ifname_set_fix(ifname, ifaces)
-        if virtual:
-            fix = (f"NCCL also uses {', '.join(virtual)} (virtual/link-local, unreachable from other nodes): "
-                   f"set NCCL_SOCKET_IFNAME to the routable interface (or NCCL_SOCKET_IFNAME=^docker,lo,veth)")
-        return f"connection between ranks failed{on} ({times}): {kinds}", fix
+        return f"connection between ranks failed{on} ({times}): {'; '.join(shown[:2])}", _connect_fix(r)
     if category == Category.VERBS:
         return f"RDMA verbs call failed{on} ({times}): {shown[0]}", _VERBS_FIX[cls]
     if category == Category.CUDA:
-        fix = ("the GPU ran out of memory while NCCL set up its buffers: free memory before creating communicators, "
-               "or lower NCCL_BUFFSIZE / the number of channels (NCCL_MAX_NCHANNELS)") if cls == "oom" else \
-            "check the GPU with `nvidia-smi` and the driver/CUDA versions (`nvidia-smi -q`, CUDA compat)"
-        return f"CUDA failure inside NCCL{on} ({times}): {shown[0]}", fix
+        return f"CUDA failure inside NCCL{on} ({times}): {shown[0]}", _CUDA_FIX[cls]
     if category == Category.NO_INTERFACE:
-        ifname = setting(r, "NCCL_SOCKET_IFNAME")
+        ifname = setting(r, SOCKET_IFNAME)
         fix = (f"NCCL_SOCKET_IFNAME={ifname} matches no interface with an IP address: list them with `ip -br addr` "
                "and fix it") if ifname else \
             "set NCCL_SOCKET_IFNAME to an interface that has an IP address (`ip -br addr`)"
@@ -143,17 +131,45 @@ def _error_text(category: str, cls: str, groups: list[Group], *, count: int, hos
     if category == Category.VERSION_MISMATCH:
         return f"NCCL reported mismatched versions between ranks{on}", \
             "install the same NCCL on every node (one container image / one nvidia-nccl wheel)"
-    # nccl-error
-    kinds = "; ".join(dict.fromkeys(shown[:3]))
+    return _nccl_error_text(cls, shown, on, times, r)
+
+
+def _ib_completion_text(status: str, groups: list[Group], on: str, times: str) -> tuple[str, str]:
+    """IB work completion errors of one status (``""``: not printed), with the vendor errors seen."""
+    named = f"status {status} = {IB_STATUS.get(status, 'see ibv_wc_status')}" if status else ""
+    vendor = sorted({g.detail["vendor_err"] for g in groups if "vendor_err" in g.detail})
+    msg = f"IB work completion errors{on} ({times}; {named or 'status not printed'}"
+    msg += f", vendor err {', '.join(vendor)})" if vendor else ")"
+    fix = _IB_STATUS_FIX.get(status, "check the links of both hosts with `ibstat` and `ibdiagnet`, "
+                                     "and the peer's log for its first error")
+    return msg, fix
+
+
+def _connect_fix(r: ParseResult) -> str:
+    """A failed connect: a virtual interface in use, else what NCCL_SOCKET_IFNAME matched, else pin one."""
+    ifaces = {i for v in r.socket_ifaces.values() for i in v} | {i for v in r.bootstrap_ifaces.values() for i in v}
+    virtual = sorted({i.split(":", 1)[0] for i in ifaces if i.startswith(VIRTUAL_IFACES) or "fe80:" in i})
+    if virtual:
+        return (f"NCCL also uses {', '.join(virtual)} (virtual/link-local, unreachable from other nodes): "
+                f"set NCCL_SOCKET_IFNAME to the routable interface (or NCCL_SOCKET_IFNAME=^docker,lo,veth)")
+    ifname = setting(r, SOCKET_IFNAME)
+    if ifname:
+        return _ifname_set_fix(ifname, ifaces)
+    return ("make sure the nodes reach each other on the interface NCCL uses (ping the peer address, "
+            "check firewalls/security groups) and pin it with NCCL_SOCKET_IFNAME=<routable interface>")
+
+
+def _nccl_error_text(cls: str, shown: list[str], on: str, times: str, r: ParseResult) -> tuple[str, str]:
+    """NCCL's own errors, with the return codes the traces show."""
+    kinds = "; ".join(dict.fromkeys(shown[:SHOWN_KINDS]))
     codes = [RETCODES[c] for c, _ in r.retcodes.most_common() if c in RETCODES]
-    extra = f" (return codes: {', '.join(codes[:3])})" if codes else ""
+    extra = f" (return codes: {', '.join(codes[:SHOWN_RETCODES])})" if codes else ""
     fix = ("find the first WARN line of the first failing rank; "
            "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV")
-    if cls == "ifname":
-        ifname = setting(r, "NCCL_SOCKET_IFNAME")
-        if ifname:
-            fix = (f"NCCL_SOCKET_IFNAME={ifname} probably names no interface with an address on this node "
-                   "(check `ip -br addr`); fix or unset it")
+    ifname = setting(r, SOCKET_IFNAME) if cls == "ifname" else None
+    if ifname:
+        fix = (f"NCCL_SOCKET_IFNAME={ifname} probably names no interface with an address on this node "
+               "(check `ip -br addr`); fix or unset it")
     return f"NCCL failed{on} ({times}): {kinds}{extra}", fix
 
 
@@ -169,12 +185,12 @@ def _ifname_set_fix(ifname: str, ifaces: set[str]) -> str:
 
 
 def trace_finding(r: ParseResult) -> Finding | None:
-    codes = [(c, n) for c, n in r.retcodes.most_common() if c != 7]
+    codes = [(c, n) for c, n in r.retcodes.most_common() if c != NCCL_IN_PROGRESS]
     if not codes:
         return None
     names = ", ".join(f"{RETCODES.get(c, f'code {c}')} x{n}" for c, n in codes[:3])
-    ev = r.facts.get("retcode")
-    hosts = r.fact_hosts.get("retcode", ())
+    ev = r.facts.get(Fact.RETCODE)
+    hosts = r.fact_hosts.get(Fact.RETCODE, ())
     return finding(code=Code.NCCL_ERROR, severity=Severity.FAIL,
                    message=f"NCCL calls returned errors{on_hosts(hosts)}: {names}",
                    fix="find the first NCCL WARN of the first failing rank "
@@ -205,7 +221,7 @@ def behind_finding(r: ParseResult) -> Finding | None:
     the ranks behind are where to look first. SeqNums of different process groups do not compare."""
     timed = [(int(seq), op, g) for (op, seq), g in r.watchdog.items() if seq.isdigit() and g.ranks]
     pgs = {g.detail.get("pg", "") for _, _, g in timed}
-    if len(pgs) != 1 or "mixed" in pgs or len({seq for seq, _, _ in timed}) < 2:
+    if len(pgs) != 1 or MIXED_PG in pgs or len({seq for seq, _, _ in timed}) < 2:
         return None
     low = min(seq for seq, _, _ in timed)
     ahead = set().union(*(g.ranks for seq, _, g in timed if seq != low))

@@ -20,6 +20,7 @@ MAX_TR_EVIDENCE = 4  # channel lines kept per transport and communicator
 SHOWN_CHARS = 300  # characters of an evidence line a finding quotes
 OTHER = "other"  # the group key and kind of every kind past MAX_GROUPS
 UNKNOWN_HOST = "?"  # the host key of lines whose prefix names no host
+MIXED_PG = "mixed"  # a watchdog group's "pg" detail when its lines name different process groups
 OFI_PLUGIN = "aws-ofi-nccl"  # the net plugin of EFA, counted for NET/OFI lines
 
 

@@ -18,8 +18,9 @@ KIND_CHARS = 160  # characters of a message that its grouping kind (``warn_kind`
 # NCCL return codes (nccl.h) as they appear in "file.cc:NN -> N" traces.
 RETCODES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
             4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 8: "ncclTimeout"}
-RETCODE_OK = "0"  # ncclSuccess: no trace to count
-RETCODE_IN_PROGRESS = "7"  # ncclInProgress: counted, not an error
+NCCL_IN_PROGRESS = 7  # ncclInProgress: counted, not an error
+RETCODE_OK = "0"  # ncclSuccess, as a trace prints it: not counted
+RETCODE_IN_PROGRESS = str(NCCL_IN_PROGRESS)  # as a trace prints it
 
 # INFO messages that say nothing the diagnosis uses (Trees, Setting affinity, P2P Chunksize,
 # threadThresholds, Init timings, Pattern): skipped in ``LogParser.feed_all`` once their prefix is known.

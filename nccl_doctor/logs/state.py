@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
-from nccl_doctor.logs.model import MAX_GROUPS, MAX_SET, Category, Comm, ErrorKey, Evidence, ParseResult, Proc
+from nccl_doctor.logs.model import MAX_GROUPS, MAX_SET, MIXED_PG, Category, Comm, ErrorKey, Evidence, ParseResult, Proc
 from nccl_doctor.logs.patterns import (
     LAUNCHER_RANK_RE,
     PT_PG_RE,
@@ -126,7 +126,7 @@ class ParserState:
         pm = PT_PG_RE.search(text)  # SeqNums count per process group: only one group's compare
         pg = pm.group(1) if pm else ""
         if g.detail.setdefault("pg", pg) != pg:
-            g.detail["pg"] = "mixed"
+            g.detail["pg"] = MIXED_PG
         ran = RANFOR_RE.search(text)
         if ran and int(ran.group(1)) > int(g.detail.get("ran_for_ms", 0)):
             g.detail["ran_for_ms"] = ran.group(1)

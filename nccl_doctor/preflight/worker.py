@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from nccl_doctor.bench import build_report, coverage, format_size, judge, measured_nothing
+from nccl_doctor.bench import Group, Op, build_report, coverage, format_size, judge, measured_nothing
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight import store as stores
 from nccl_doctor.preflight.fsdp_smoke import run_smoke
@@ -40,7 +40,7 @@ from nccl_doctor.report import Finding, Severity, finding, plural
 PREFIX = "nccl-doctor preflight"
 # the short sweep preflight runs (``bench`` runs the full one), by device kind
 BENCH_SIZES = {"cpu": (1 << 20, 4 << 20), "cuda": (64 << 20, 256 << 20)}
-BENCH_OPS = ("all_gather", "reduce_scatter")
+BENCH_OPS = (Op.ALL_GATHER, Op.REDUCE_SCATTER)
 BENCH_ITERS = 5
 WARMUP = 1
 PAIR_SIZE = {"cpu": 4 << 20, "cuda": 256 << 20}
@@ -128,9 +128,9 @@ def _work(args: argparse.Namespace, env: Mapping[str, str], stage: StageKeys, de
 
     t = time.monotonic()
     local = int(env.get("LOCAL_WORLD_SIZE", "1"))
-    groups = ("intra", "inter") if nnodes > 1 and local > 1 else ("world",)  # world: the only distinct group
-    # bench's Op and Group are StrEnums of these very strings (not exported by its package)
-    cfg = bw.BenchConfig(ops=BENCH_OPS, groups=groups, sizes=BENCH_SIZES[kind],  # type: ignore[arg-type]
+    # world is the only distinct group on one node or with one rank per node
+    groups = (Group.INTRA, Group.INTER) if nnodes > 1 and local > 1 else (Group.WORLD,)
+    cfg = bw.BenchConfig(ops=BENCH_OPS, groups=groups, sizes=BENCH_SIZES[kind],
                          iters=BENCH_ITERS, warmup=WARMUP, pairs=False, timeout_s=args.collective_timeout)
     if rank == 0:
         _say(f"bench: {', '.join(cfg.ops)} on {', '.join(groups)} at {len(cfg.sizes)} sizes")
