@@ -7,8 +7,8 @@ Torch-free: the torch side is ``nccl_doctor.bench.worker``, imported by name whe
 
 from nccl_doctor.bench.busbw import Op, format_size
 from nccl_doctor.bench.judge import coverage, judge, measured_nothing
-from nccl_doctor.bench.model import BenchConfig, BenchResult, Group
+from nccl_doctor.bench.model import Backend, BenchConfig, BenchResult, Group
 from nccl_doctor.bench.view import build_report
 
-__all__ = ["BenchConfig", "BenchResult", "Group", "Op", "build_report", "coverage", "format_size", "judge",
+__all__ = ["Backend", "BenchConfig", "BenchResult", "Group", "Op", "build_report", "coverage", "format_size", "judge",
            "measured_nothing"]

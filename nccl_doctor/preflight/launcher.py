@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from nccl_doctor.bench import Backend
 from nccl_doctor.cluster import (
     gloo_iface_to,
     ignore_sigterm,
@@ -32,7 +33,6 @@ from nccl_doctor.preflight.protocol import (
     ACKS_KEY,
     TOTAL,
     VERDICT_KEY,
-    Backend,
     LogSummary,
     NodePost,
     Stage,

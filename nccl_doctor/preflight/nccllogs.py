@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
 from nccl_doctor.logs import diagnose, parse_paths
-from nccl_doctor.preflight.protocol import Backend, LogSummary
+from nccl_doctor.preflight.protocol import LogSummary
 from nccl_doctor.report import Finding, Severity, Table, finding, hosts_text
 
 NCCL_NEVER_RAN = "the ranks ran Gloo on CPU (no GPU or --cpu), so NCCL never ran and wrote no log"

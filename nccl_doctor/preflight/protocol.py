@@ -78,11 +78,6 @@ BENCH_PREFIX = "bench "  # a rank's bench stages, as the store shows them
 TOTAL = "total"  # the whole run's deadline (and its timing), where a stage would be named
 
 
-class Backend(StrEnum):
-    GLOO = "gloo"
-    NCCL = "nccl"
-
-
 @dataclass(frozen=True)
 class StageMark:
     """``stage/<rank>`` = ``<seq>|<name>``: a sequence number makes "who is behind" a comparison."""

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 import hostlist
 
+from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.heartbeat import HEARTBEAT_LOST_S
 from nccl_doctor.preflight.plan import NodePlan
-from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, Backend, NodePost, RankError, Stage
+from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, Stage
 from nccl_doctor.report import Finding, Report, Severity, exit_code, finding, hosts_text, plural
 
 STAGE_FIX: dict[str, str] = {

@@ -11,14 +11,14 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
+from tests.helpers.preflight_cli import PY, failures, preflight_argv, slurm_env, without_launcher
+
 pytestmark = pytest.mark.torch
 
-PY = sys.executable
 STACK_DUMP = ("frame #", "Exception raised from", "socket.cpp")
 
 
@@ -26,28 +26,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _slurm(node: int, *, job: str = "4242", step: str = "0", nodelist: str = "localhost,ghost",
-           nnodes: int = 2) -> dict:
-    """What ``srun --ntasks-per-node=1`` sets for one task of a ``nnodes``-node step."""
-    return {"SLURM_JOB_ID": job, "SLURM_STEP_ID": step, "SLURM_NODEID": str(node),
-            "SLURM_STEP_NODELIST": nodelist, "SLURM_JOB_NODELIST": nodelist, "SLURM_NNODES": str(nnodes),
-            "SLURM_STEP_NUM_NODES": str(nnodes), "SLURM_STEP_NUM_TASKS": str(nnodes)}
-
-
-def _env(base: dict, **extra) -> dict:
-    env = {k: v for k, v in base.items() if not k.startswith(("SLURM_", "MASTER_"))}
-    env.update(extra)
-    return env
-
-
-def _preflight(*argv: str) -> list[str]:
-    return [PY, "-m", "nccl_doctor", "preflight", "--cpu", *argv]
-
-
-def _fails(doc: dict) -> list[dict]:
-    return [f for f in doc["findings"] if f["severity"] == "fail"]
 
 
 @pytest.mark.timeout(60)
@@ -63,9 +41,9 @@ def test_a_listener_that_never_answers_is_reported_within_the_deadline(venv_env)
     try:
         assert listener.stdout.readline().strip() == "up"
         t0 = time.monotonic()
-        proc = subprocess.run(_preflight("--port", str(port), "--rendezvous-timeout", "4", "--timeout", "30",
+        proc = subprocess.run(preflight_argv("--port", str(port), "--rendezvous-timeout", "4", "--timeout", "30",
                                          "--format", "json"),
-                              env=_env(venv_env, **_slurm(1)), capture_output=True, text=True, timeout=40, check=False)
+                              env=without_launcher(venv_env, **slurm_env(1)), capture_output=True, text=True, timeout=40, check=False)
         seconds = time.monotonic() - t0
     finally:
         listener.kill()
@@ -73,7 +51,7 @@ def test_a_listener_that_never_answers_is_reported_within_the_deadline(venv_env)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert seconds < 25, f"took {seconds:.1f} s"
     doc = json.loads(proc.stdout)
-    [f] = [f for f in _fails(doc) if f["code"] == "ND406"]
+    [f] = [f for f in failures(doc) if f["code"] == "ND406"]
     assert f"port {port} on localhost (node 0) accepts connections but is not an nccl-doctor store" in f["message"]
     assert "--port" in f["fix"] and f["where"]["host"] == "localhost"
     assert not any(s in proc.stderr + proc.stdout for s in STACK_DUMP), proc.stderr[-2000:]
@@ -87,8 +65,8 @@ def test_a_second_run_on_the_same_port_touches_nothing_of_the_first(venv_env, tm
     port = _free_port()
     a_out = tmp_path / "a.json"
     b0 = None
-    a = subprocess.Popen(_preflight("--rendezvous-timeout", "12", "--timeout", "40", "--json-out", str(a_out)),
-                         env=_env(venv_env, MASTER_PORT=str(port), **_slurm(0, step="0")),
+    a = subprocess.Popen(preflight_argv("--rendezvous-timeout", "12", "--timeout", "40", "--json-out", str(a_out)),
+                         env=without_launcher(venv_env, MASTER_PORT=str(port), **slurm_env(0, step="0")),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -96,11 +74,11 @@ def test_a_second_run_on_the_same_port_touches_nothing_of_the_first(venv_env, tm
             assert time.monotonic() < deadline and a.poll() is None, a.communicate()[1][-2000:]
             time.sleep(0.2)
         b_env = {"MASTER_PORT": str(port)}
-        b0 = subprocess.Popen(_preflight("--rendezvous-timeout", "12", "--timeout", "40", "--format", "json"),
-                              env=_env(venv_env, **b_env, **_slurm(0, step="1")),
+        b0 = subprocess.Popen(preflight_argv("--rendezvous-timeout", "12", "--timeout", "40", "--format", "json"),
+                              env=without_launcher(venv_env, **b_env, **slurm_env(0, step="1")),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        b1 = subprocess.run(_preflight("--rendezvous-timeout", "12", "--timeout", "40", "--format", "json"),
-                            env=_env(venv_env, **b_env, **_slurm(1, step="1")), capture_output=True, text=True,
+        b1 = subprocess.run(preflight_argv("--rendezvous-timeout", "12", "--timeout", "40", "--format", "json"),
+                            env=without_launcher(venv_env, **b_env, **slurm_env(1, step="1")), capture_output=True, text=True,
                             timeout=40, check=False)
         b0_out, b0_err = b0.communicate(timeout=40)
         _a_stdout, a_err = a.communicate(timeout=60)
@@ -111,19 +89,19 @@ def test_a_second_run_on_the_same_port_touches_nothing_of_the_first(venv_env, tm
                 p.wait()
     # B's follower: at once, naming what holds the port; nothing written to A's store
     assert b1.returncode == 1, b1.stderr[-2000:]
-    [f] = [f for f in _fails(json.loads(b1.stdout)) if f["code"] == "ND406"]
+    [f] = [f for f in failures(json.loads(b1.stdout)) if f["code"] == "ND406"]
     assert f"port {port} on localhost (node 0) is held by another nccl-doctor run (step 0" in f["message"]
     assert "--port" in f["fix"]
     # B's node 0: the port is in use there; the fix is a port, not a firewall
     assert b0.returncode == 1, b0_err[-2000:]
-    [f] = [f for f in _fails(json.loads(b0_out)) if f["code"] == "ND406"]
+    [f] = [f for f in failures(json.loads(b0_out)) if f["code"] == "ND406"]
     assert f"port {port} is already in use on node 0" in f["message"]
     assert "--port" in f["fix"] and "firewall" not in f["fix"]
     # A: undisturbed, its node 1 never came; no rank of A was started by B's "go"
     assert a.returncode == 1, a_err[-2000:]
     doc = json.loads(a_out.read_text())
     assert doc["stage"] == "rendezvous", doc["summary"]
-    [missing] = [f for f in _fails(doc) if f["code"] == "ND405"]
+    [missing] = [f for f in failures(doc) if f["code"] == "ND405"]
     assert missing["where"]["host"] == "ghost"
     for err in (b0_err, b1.stderr, a_err):
         assert not any(s in err for s in STACK_DUMP), err[-2000:]
@@ -142,22 +120,22 @@ def test_a_node_that_arrives_after_node_0_gave_up_says_so(venv_env):
     """Node 0 gave up on the rendezvous (and left); node 1 comes much later. It must say it came too late
     and that the run was decided on node 0, without blaming node 0 or printing a C++ stack dump."""
     port = _free_port()
-    head = subprocess.run(_preflight("--port", str(port), "--rendezvous-timeout", "2", "--timeout", "30",
+    head = subprocess.run(preflight_argv("--port", str(port), "--rendezvous-timeout", "2", "--timeout", "30",
                                      "--format", "json"),
-                          env=_env(venv_env, **_slurm(0)), capture_output=True, text=True, timeout=40, check=False)
+                          env=without_launcher(venv_env, **slurm_env(0)), capture_output=True, text=True, timeout=40, check=False)
     assert head.returncode == 1 and json.loads(head.stdout)["stage"] == "rendezvous", head.stderr[-2000:]
     # as in a real late start: the launch began (the process started) long before it reached the rendezvous
     late = subprocess.run(["sh", "-c", 'sleep 3; exec "$@"', "sh",
-                           *_preflight("--port", str(port), "--rendezvous-timeout", "2", "--timeout", "30",
+                           *preflight_argv("--port", str(port), "--rendezvous-timeout", "2", "--timeout", "30",
                                        "--format", "json")],
-                          env=_env(venv_env, **_slurm(1)), capture_output=True, text=True, timeout=40, check=False)
+                          env=without_launcher(venv_env, **slurm_env(1)), capture_output=True, text=True, timeout=40, check=False)
     assert late.returncode == 1, late.stderr[-2000:]
     doc = json.loads(late.stdout)
     host = socket.gethostname()
     expected = (f"this node ({host}) arrived after node 0 stopped waiting (--rendezvous-timeout 2 s); "
                 "the run was already decided on localhost")
     assert doc["summary"] == expected
-    [f] = _fails(doc)
+    [f] = failures(doc)
     assert f["code"] == "ND405" and f["where"]["host"] == host
     assert "cannot reach" not in late.stdout
     assert not any(s in late.stderr + late.stdout for s in STACK_DUMP), late.stderr[-2000:]
@@ -196,12 +174,12 @@ def _two_nodes(venv_env, tmp_path, until: str) -> tuple[subprocess.Popen, subpro
     """Node 0 and a follower on localhost, returned once node 0's progress on stderr shows ``until``;
     the follower's stdout is a pipe, node 0's JSON report too."""
     port = str(_free_port())
-    args = _preflight("--port", port, "--timeout", "60", "--rendezvous-timeout", "20", "--collective-timeout", "10",
+    args = preflight_argv("--port", port, "--timeout", "60", "--rendezvous-timeout", "20", "--collective-timeout", "10",
                       "--format", "json")
     env = {"TMPDIR": str(tmp_path)}
-    n0 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(0)), stdout=subprocess.PIPE,
+    n0 = subprocess.Popen(args, env=without_launcher(venv_env, **env, **slurm_env(0)), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
-    n1 = subprocess.Popen(args, env=_env(venv_env, **env, **_slurm(1)), stdout=subprocess.PIPE,
+    n1 = subprocess.Popen(args, env=without_launcher(venv_env, **env, **slurm_env(1)), stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True)
     for line in n0.stderr:
         if until in line:
@@ -255,8 +233,8 @@ def test_a_late_node_told_by_the_store_exits_1_not_abort(venv_env):
     try:
         assert store.stdout.readline().strip() == "up"
         for _ in range(4):
-            proc = subprocess.run(_preflight("--port", str(port), "--timeout", "30", "--rendezvous-timeout", "10",
-                                             "--format", "json"), env=_env(venv_env, **_slurm(1)),
+            proc = subprocess.run(preflight_argv("--port", str(port), "--timeout", "30", "--rendezvous-timeout", "10",
+                                             "--format", "json"), env=without_launcher(venv_env, **slurm_env(1)),
                                   capture_output=True, text=True, timeout=40, check=False)
             assert proc.returncode == 1 and "terminate called" not in proc.stderr, (proc.returncode, proc.stderr)
             assert "arrived after node 0 stopped waiting" in proc.stdout
@@ -282,4 +260,4 @@ def test_a_follower_whose_launcher_dies_after_the_measurements_fails_the_run(ven
     assert n0.returncode == 1, out[-2000:]
     doc = json.loads(out)
     assert any(f["code"] == "ND407" and f["where"]["host"] == "ghost" and "after the measurements" in f["message"]
-               for f in _fails(doc)), _fails(doc)
+               for f in failures(doc)), failures(doc)

@@ -5,35 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
+from tests.helpers.preflight_cli import failures, preflight_argv, slurm_env, without_launcher
+
 pytestmark = pytest.mark.torch  # the launchers open a TCPStore
-
-PY = sys.executable
-
-
-def _slurm(node: int, *, job: str = "4242", step: str = "0", nodelist: str = "localhost,ghost",
-           nnodes: int = 2) -> dict:
-    """What ``srun --ntasks-per-node=1`` sets for one task of a ``nnodes``-node step."""
-    return {"SLURM_JOB_ID": job, "SLURM_STEP_ID": step, "SLURM_NODEID": str(node),
-            "SLURM_STEP_NODELIST": nodelist, "SLURM_JOB_NODELIST": nodelist, "SLURM_NNODES": str(nnodes),
-            "SLURM_STEP_NUM_NODES": str(nnodes), "SLURM_STEP_NUM_TASKS": str(nnodes)}
-
-
-def _env(base: dict, **extra) -> dict:
-    env = {k: v for k, v in base.items() if not k.startswith(("SLURM_", "MASTER_"))}
-    env.update(extra)
-    return env
-
-
-def _preflight(*argv: str) -> list[str]:
-    return [PY, "-m", "nccl_doctor", "preflight", "--cpu", *argv]
-
-
-def _fails(doc: dict) -> list[dict]:
-    return [f for f in doc["findings"] if f["severity"] == "fail"]
 
 
 @pytest.mark.netns
@@ -45,15 +22,15 @@ def test_uneven_ranks_stop_before_any_rank_starts(cluster_factory, venv_env, tmp
     procs = []
     for node in c.nodes:
         extra = ["--nproc-per-node", "1"] if node.name == "n2" else []
-        env = _env(venv_env, GLOO_SOCKET_IFNAME="eth1", NCCL_SOCKET_IFNAME="=eth1", TMPDIR=str(tmp_path),
-                   **_slurm(node.index - 1, nodelist="n[1-3]", nnodes=3))
-        procs.append(c.popen(node, _preflight("--port", port, "--timeout", "40", "--collective-timeout", "10",
+        env = without_launcher(venv_env, GLOO_SOCKET_IFNAME="eth1", NCCL_SOCKET_IFNAME="=eth1", TMPDIR=str(tmp_path),
+                   **slurm_env(node.index - 1, nodelist="n[1-3]", nnodes=3))
+        procs.append(c.popen(node, preflight_argv("--port", port, "--timeout", "40", "--collective-timeout", "10",
                                               "--format", "json", *extra),
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=70) for p in procs]
     assert [p.returncode for p in procs] == [1, 1, 1], outs[0][1][-2000:]
     doc = json.loads(outs[0][0])
-    [f] = [f for f in _fails(doc) if f["code"] == "ND408"]
+    [f] = [f for f in failures(doc) if f["code"] == "ND408"]
     assert f["where"]["host"] == "n2"
     assert "2 on n[1,3] (--cpu: 2 CPU ranks); 1 on n2 (--nproc-per-node 1)" in f["message"]
     assert doc["stage"] == "consistency" and "ranks" not in doc
@@ -67,16 +44,16 @@ def test_loopback_gloo_on_one_node_stops_at_the_probe_naming_it(cluster_factory,
     c = cluster_factory(2)
     procs = []
     for node in c.nodes:
-        env = _env(venv_env, GLOO_SOCKET_IFNAME="lo" if node.name == "n2" else "eth1", NCCL_SOCKET_IFNAME="=eth1",
-                   TMPDIR=str(tmp_path), **_slurm(node.index - 1, nodelist="n[1-2]"))
-        procs.append(c.popen(node, _preflight("--port", "29612", "--timeout", "40", "--collective-timeout", "10",
+        env = without_launcher(venv_env, GLOO_SOCKET_IFNAME="lo" if node.name == "n2" else "eth1", NCCL_SOCKET_IFNAME="=eth1",
+                   TMPDIR=str(tmp_path), **slurm_env(node.index - 1, nodelist="n[1-2]"))
+        procs.append(c.popen(node, preflight_argv("--port", "29612", "--timeout", "40", "--collective-timeout", "10",
                                               "--format", "json"),
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=70) for p in procs]
     assert [p.returncode for p in procs] == [1, 1], outs[0][1][-2000:]
     doc = json.loads(outs[0][0])
     assert doc["stage"] == "probe"
-    [f] = [f for f in _fails(doc) if f["code"] == "ND216"]
+    [f] = [f for f in failures(doc) if f["code"] == "ND216"]
     assert f["where"]["host"] == "n2" and "loopback" in f["message"]
     assert doc["summary"] == "stopped in stage probe; look at n2"
     assert "probe FAILED: ND216" in outs[1][1]
