@@ -18,6 +18,7 @@ from nccl_doctor.cluster.net import (
     route_to,
 )
 from nccl_doctor.cluster.procs import ignore_sigterm, kill_groups, private_dir, sigterm_as_interrupt
+from nccl_doctor.cluster.rankenv import RANK_SETTINGS, overridden, rank_env
 from nccl_doctor.cluster.slurm import (
     DEFAULT_PORT,
     SlurmInfo,
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_PORT",
     "LOG_ENV",
     "MAX_SECONDS",
+    "RANK_SETTINGS",
     "STAGE_DIR_ENV",
     "LaunchConfig",
     "LaunchOutcome",
@@ -68,11 +70,13 @@ __all__ = [
     "kill_groups",
     "launch_notes",
     "one_task_per_node",
+    "overridden",
     "parse_endpoint",
     "plan_launch",
     "port_busy",
     "port_from_env",
     "private_dir",
+    "rank_env",
     "rdzv_port_origin",
     "read_stages",
     "route_to",
