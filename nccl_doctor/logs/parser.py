@@ -98,10 +98,8 @@ class LogParser(InfoLines):
             if head is not None and line.startswith(head):
                 c = line[hlen:hlen + 2]
                 if c == "Ch" or c == "Ri":  # noqa: PLR1714 - two compares, no set built or hashed
-                    if seen is not None:
-                        k = line.find(" : ", hlen)
-                        if k > 0 and line[k:] in seen:
-                            continue
+                    if seen is not None and (k := line.find(" : ", hlen)) > 0 and line[k:] in seen:
+                        continue
                 elif c in ignored and line.find(" NCCL ", hlen) < 0:
                     continue
                 elif (c == "Co" or c[:1].isdigit()) and self._held is None and len(line) < info_wrap_min:
@@ -119,10 +117,9 @@ class LogParser(InfoLines):
                     c = line[j:j + 2]
                     if c == "Ch" or c == "Ri":  # noqa: PLR1714 - as above
                         proc = cache.get(line[:i])
-                        if proc is not None and proc.cur is not None:
-                            k = line.find(" : ", i)
-                            if k > 0 and line[k:] in proc.cur.seen:
-                                continue
+                        cur = proc.cur if proc is not None else None
+                        if cur is not None and (k := line.find(" : ", i)) > 0 and line[k:] in cur.seen:
+                            continue
                     elif c in ignored and line.find(" NCCL ", j) < 0 and line[:i] in cache:
                         continue
             careful += 1
