@@ -486,6 +486,26 @@ class Code(StrEnum):
         "start nccl-doctor on every node with the same --rdzv-endpoint and check that its port is reachable from "
         "every node.",
     )
+    BELOW_EXPECTED = (
+        "ND312", "below-expected",
+        "A group or rail is below what it should reach (NCCL: half its yardstick; any: a rail far behind the rest).",
+        "Yardsticks: NCCL's NVLink/PCIe figure for the GPU model, the RDMA ports the probe sees (one NIC per rail); "
+        "below half means a dead NVLink (SHM/PCIe fallback), a slow NIC or cable on one rail, or the wrong transport. "
+        "A rail far behind rails sharing its link is a lagging rank. Names figure, yardstick, pair, rail and NIC.",
+        "Intra-node: `nvidia-smi topo -m`, `nvidia-smi nvlink -s`, NCCL_DEBUG=INFO (`nccl-doctor parse`); a rail: "
+        "`ibstat` / `ethtool` on the named NIC at both ends, its cable and switch port.",
+    )
+    CUDA_UNUSABLE = (
+        "ND313", "cuda-unusable", "GPUs are expected but CUDA cannot serve every rank: nothing ran.",
+        "torch.cuda.is_available() is False with only a warning when CUDA cannot start (error 802: the fabric "
+        "manager of an NVSwitch node is down; a driver older than torch's CUDA; a CPU-only torch build), so ranks "
+        "sized by the GPUs would silently run Gloo, and nodes on different backends hang. A node with fewer GPUs "
+        "than ranks per node fails the same way. The finding quotes CUDA's own error.",
+        "Run `nvidia-smi` on the node (it must list every GPU without an error); error 802 on NVSwitch nodes: start "
+        "nvidia-fabricmanager (its version must match the driver's); a CPU-only or too new torch: install the CUDA "
+        "build matching the driver; fewer GPUs than ranks: --nproc-per-node or CUDA_VISIBLE_DEVICES; --cpu tests "
+        "the network with Gloo only.",
+    )
     # --- ND4xx: preflight (cross-node) ----------------------------------------------------------------------
     VERSION_MISMATCH = (
         "ND401", "version-mismatch", "torch, NCCL, CUDA or driver versions differ between nodes (pass: all agree).",

@@ -59,6 +59,18 @@ def pair_gbps(size_bytes: int, round_trip_s: float) -> float:
     return 2 * size_bytes / round_trip_s / GB if round_trip_s > 0 else 0.0
 
 
+# at and below this size a call is latency-bound: PyTorch's per-call host overhead (tens of us: dispatch,
+# the ProcessGroup work object, stream sync) is a large share of the call, where nccl-tests launches its
+# iterations back to back (or as one CUDA graph) and averages the time over ranks (``-a 1``, its default)
+# where bench takes the slowest rank: busbw here reads below nccl-tests' and says little about the links
+LATENCY_BOUND_BYTES = 4 * MIB
+
+
+def latency_bound(size_bytes: int) -> bool:
+    """A size whose busbw is latency-bound (``LATENCY_BOUND_BYTES``): flagged in the report, never judged."""
+    return size_bytes <= LATENCY_BOUND_BYTES
+
+
 def parse_size(text: str) -> int:
     """``64K``, ``1M``, ``1GiB``, ``4096`` -> bytes (binary units, as nccl-tests' -b/-e)."""
     m = _SIZE_RE.match(text)

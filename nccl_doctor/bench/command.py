@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from nccl_doctor.bench.busbw import GIB, MIB, OPS, Op, parse_size, parse_sizes
+from nccl_doctor.bench.device import CudaUnusable, expects_nccl
 from nccl_doctor.bench.judge import coverage, judge, measured_nothing
 from nccl_doctor.bench.model import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
@@ -28,25 +29,27 @@ from nccl_doctor.bench.model import (
 )
 from nccl_doctor.bench.view import ProgressPrinter, blocked_report, build_report, failure_report, launch_failed_report
 from nccl_doctor.cluster import (
+    LOG_ENV,
+    RANK_SETTINGS,
     Stage,
     StageFile,
     check_rdzv_port,
     check_seconds,
     in_worker,
     launch_notes,
+    overridden,
     parse_endpoint,
     plan_launch,
     port_from_env,
     rdzv_port_origin,
     self_launch,
     slurm_launch_config,
-    visible_gpus,
 )
 from nccl_doctor.codes import Code
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import check, probe_node
 from nccl_doctor.outcome import Outcome
-from nccl_doctor.report import Report, Severity, exit_code
+from nccl_doctor.report import Report, Severity, exit_code, finding
 
 DEFAULT_OPS = "all_gather,reduce_scatter,all_reduce"
 DEFAULT_GROUPS = "world,intra,inter"  # intra and inter only where they differ from world
@@ -147,6 +150,9 @@ def check_args(args: argparse.Namespace) -> None:
             raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if args.warmup < 0:
         raise InputError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.warmup < 1 and expects_nccl(os.environ, force_cpu=args.cpu):
+        raise InputError("--warmup 0 on NCCL would time the connection setup (CUDA kernel loading, NCCL's first use "
+                         "of an algorithm) as the first iteration: use --warmup 1 or more (or --cpu for Gloo)")
     for name in ("timeout", "collective_timeout", "deadline"):
         v = getattr(args, name, None)
         if v is not None:
@@ -209,7 +215,7 @@ def run(args: argparse.Namespace) -> Outcome:
 def launch_blockers(args: argparse.Namespace, env: Mapping[str, str], root: Path = Path("/")) -> Report | None:
     """Probe this node first (~30 ms): an interface variable that matches nothing would only surface
     minutes later as an init timeout on every rank. Returns the report to show instead of launching."""
-    backend = Backend.NCCL if visible_gpus(env) and not args.cpu else Backend.GLOO
+    backend = Backend.NCCL if expects_nccl(env, force_cpu=args.cpu) else Backend.GLOO
     findings = [f for f in check(probe_node(root, env)) if f.code in BLOCKERS[backend]
                 and f.severity is Severity.FAIL]
     return blocked_report(findings, backend) if findings else None
@@ -226,10 +232,17 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Outcome:
     host = socket.gethostname()
     stage_file = StageFile(rank, host, env)
     stage_file.set(Stage.INIT)
+    notes = launch_notes(env)
+    if env is os.environ and not stage_file.managed:  # someone else's launcher: our launcher sets these itself
+        notes += overridden(env)
+        os.environ.update(RANK_SETTINGS)  # read by PyTorch and NCCL at init, below
     try:
         device = bw.init_from_env(timeout_s=args.collective_timeout, env=env, force_cpu=args.cpu)
+    except CudaUnusable as exc:  # each node's first rank reports it: the other nodes' ranks only wait in init
+        return _finish(args, rank, stage_file, cuda_report(exc, host, env, notes), shared=False,
+                       render=rank == 0 or env.get("LOCAL_RANK", "0") == "0", error=exc.reason)
     except (RuntimeError, ValueError) as exc:
-        failed = failure_report(BenchFailure(Stage.INIT, [], [], str(exc)), host, env, launch_notes(env))
+        failed = failure_report(BenchFailure(Stage.INIT, [], [], str(exc)), host, env, notes)
         return _finish(args, rank, stage_file, failed, shared=False)
     kind = "cuda" if device.startswith("cuda") else "cpu"
     cfg = bw.BenchConfig(
@@ -242,12 +255,12 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Outcome:
     try:
         result = bw.run_bench(cfg, env=env, progress=progress, stages=bw.Stages(rank, host, env))
     except BenchFailure as failure:
-        return _finish(args, rank, stage_file, failure_report(failure, host, env, launch_notes(env)), shared=False)
+        return _finish(args, rank, stage_file, failure_report(failure, host, env, notes), shared=False)
     finally:
         if progress:
             progress.close()
     findings = judge(result, slurm=slurm_launch_config(env)) + coverage(result, asked=args.groups is not None)
-    report = build_report(result, findings, notes=launch_notes(env))
+    report = build_report(result, findings, notes=notes)
     if measured_nothing(result):  # the verdict line must not read as a warning one can ship with
         report.could_not_run = "nothing was measured"
         report.summary += "; could not run (exit 2)"
@@ -257,21 +270,35 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Outcome:
 
 
 def _finish(args: argparse.Namespace, rank: int, stage_file: StageFile, report: Report, *,
-            code: int | None = None, shared: bool = True) -> Outcome:
-    """Rank 0's report goes to the CLI; every rank ends with its exit code. Under our launcher the code goes
-    to the stage file, and it is rank 0's *final* code: if rendering or writing fails, the recorded code
-    says so (2), never the 0 of a verdict that nobody received."""
+            code: int | None = None, shared: bool = True, render: bool | None = None,
+            error: str | None = None) -> Outcome:
+    """Rank 0's report goes to the CLI (``render``: another rank's too); every rank ends with its exit code.
+    Under our launcher the code goes to the stage file (with ``error``), and it is rank 0's *final* code: if
+    rendering or writing fails, the recorded code says so (2), never the 0 of a verdict that nobody received."""
     verdict = exit_code(report, strict=args.strict) if code is None else code
 
     def close(rendered: int) -> int:
         final = max(verdict, rendered)
         if not stage_file.managed:
             return final
-        stage_file.set(Stage.DONE if shared else Stage.FAILED, code=final)
+        stage_file.set(Stage.DONE if shared else Stage.FAILED, code=final, error=error)
         # A shared verdict: exit 0, the launcher returns the recorded code and torchrun stays quiet.
         # A failure: exit non-zero so torchrun stops the ranks still waiting on the broken collective.
         return 0 if shared else max(final, 1)
 
-    if rank == 0:
+    if rank == 0 if render is None else render:
         return Outcome.of(report, after_render=close)
     return Outcome.exit(close(verdict))
+
+
+def cuda_report(exc: CudaUnusable, host: str, env: Mapping[str, str], notes: list[str]) -> Report:
+    """ND313: GPUs are expected and CUDA cannot serve this node's ranks; nothing ran (``device.choose``)."""
+    rank = int(env.get("RANK", "0"))
+    report = Report(command="bench", notes=list(notes),
+                    summary=f"not run: CUDA cannot serve the ranks on {host} (ND313)")
+    report.add(finding(Code.CUDA_UNUSABLE, Severity.FAIL, f"LOCAL_RANK {env.get('LOCAL_RANK', '0')}: {exc.reason}",
+                       exc.fix, host=host, rank=rank))
+    report.data = {"stage": Stage.INIT, "backend": Backend.NCCL, "cuda_error": exc.cuda_error, "results": [],
+                   "nodes": [], "localisation": {"skipped": "not run: CUDA cannot serve the ranks"},
+                   "worker_log": env.get(LOG_ENV)}
+    return report

@@ -3,8 +3,9 @@
 ``expected_bandwidth`` is a pure function of a ``NodeProbe`` (``probe_node``, ~30 ms) and the backend; a
 rank's ``local_expected`` probes this node for it. No torch.
 Inter-node: NCCL on its IB/RoCE ports (sum of their active rates), else the socket interfaces the
-backend binds (sum of their sysfs speeds). Intra-node (GPUs only): NCCL's effective NVLink or PCIe
-figure for the GPU model, an estimate from a table (nccl-facts.md section E). All in GB/s per direction.
+backend binds (sum of their sysfs speeds). Intra-node (GPUs and NCCL only): NCCL's effective NVLink or PCIe
+figure for the GPU model, an estimate from a table (nccl-facts.md section E); Gloo (``--cpu``) moves host
+memory over TCP and never touches NVLink, so it gets none. All in GB/s per direction.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def expected_bandwidth(node: NodeProbe, backend: str, *, route_iface: str | None
     inter = _nccl_rdma(node) if backend == "nccl" else None
     if inter is None:
         inter = _socket(node, backend, route_iface)
-    intra, intra_basis = _intra(node)
+    intra, intra_basis = _intra(node) if backend == "nccl" else _no_intra(node)
     return Expected(inter_gbps=inter[0], per_rank_gbps=inter[1], inter_basis=inter[2], ifaces=inter[3],
                     iface=_netdev(node, inter[3][0]) if inter[3] else None, intra_gbps=intra, intra_basis=intra_basis)
 
@@ -101,20 +102,29 @@ def _nccl_rdma(node: NodeProbe) -> InterLinks | None:
     if node.nccl_ib.disabled_by:
         return None
     ports = [p for p in node.nccl_ib.ports if rates.get(p)]
-    how = "NCCL IB"
+    how, per_gpu = "NCCL IB", 1
     if not ports:  # EFA ports (link layer Unknown) are NCCL's through aws-ofi-nccl, not its IB transport
         ports = [f"{d.name}:{p.port}" for d in node.facts.rdma_devices if d.is_efa for p in d.ports
                  if p.active and p.rate_gbps]
-        how = "EFA via aws-ofi-nccl"
+        how, per_gpu = "EFA via aws-ofi-nccl", efa_ports_per_gpu(len(ports), len(node.facts.gpus))
     if not ports:
         return None
     total = sum(rates[p] for p in ports) / BITS_PER_BYTE
-    one = max(rates[p] for p in ports) / BITS_PER_BYTE
+    one = per_gpu * max(rates[p] for p in ports) / BITS_PER_BYTE
     shown = ", ".join(ports[:4]) + (", ..." if len(ports) > 4 else "")
     each = sorted({rates[p] for p in ports})
     rate_text = "/".join(f"{r:g}" for r in each)
-    return (total, one, f"{len(ports)} x {rate_text} Gb/s RDMA port(s) ({how}: {shown}); one rank pair uses one",
+    uses = ("one" if per_gpu == 1 else
+            f"{per_gpu} (the plugin's rails: {len(ports)} ports for {len(node.facts.gpus)} GPUs)")
+    return (total, one, f"{len(ports)} x {rate_text} Gb/s RDMA port(s) ({how}: {shown}); one rank pair uses {uses}",
             tuple(ports))
+
+
+def efa_ports_per_gpu(ports: int, gpus: int) -> int:
+    """EFA ports one GPU drives: aws-ofi-nccl stripes each GPU's traffic over the EFA devices it groups
+    with that GPU (p5: 32 x 100 Gb/s for 8 GPUs, 4 each; p4d: 4 for 8, one each, shared); one port when
+    the GPUs are unknown or outnumber the ports."""
+    return max(1, ports // gpus) if gpus else 1
 
 
 def _socket(node: NodeProbe, backend: str, route_iface: str | None) -> InterLinks:
@@ -139,6 +149,14 @@ def _socket(node: NodeProbe, backend: str, route_iface: str | None) -> InterLink
     total = link_gbps(sum(speeds))
     text = " + ".join(f"{i.name} {i.speed_mbps} Mb/s" for i in real)
     return total, total, f"{text} ({how})", tuple(i.name for i in real)
+
+
+def _no_intra(node: NodeProbe) -> tuple[float | None, str | None]:
+    """Gloo on a GPU node (``--cpu``): say why its intra-node figures have no yardstick."""
+    if not node.facts.gpus:
+        return None, None
+    return None, (f"none: the ranks run Gloo on CPU (--cpu), which does not use the {len(node.facts.gpus)} GPUs' "
+                  "NVLink/PCIe peer-to-peer links; not judged against them")
 
 
 def _intra(node: NodeProbe) -> tuple[float | None, str | None]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nccl_doctor.bench.model import BenchResult, Group
-from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps
+from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps, slow_rails
 
 PCT = 100
 GBPS_DIGITS = 4  # GB/s figures in the JSON
@@ -34,6 +34,8 @@ class NodeFigures:
     peer_median_gbps: float | None
     pairs: list[str]
     slow: bool
+    rails: int = 0  # rails the pair pass measured per node pair (local ranks), 0 without a pair pass
+    slow_rails: list[int] = field(default_factory=list)  # the rails (local ranks) behind ``slow``
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,23 +53,26 @@ def gbps(value: float | None) -> float | None:
 
 def node_localisation(result: BenchResult) -> Localisation:
     """The pair pass's verdicts, rebuilt from ``result.pairs`` with the floor the run planned with."""
-    return Localisation.of(result.nnodes, result.pairs, floor_gbps(result.nodes, result.backend))
+    floor = floor_gbps(result.nodes, result.backend, result.yardstick_rails)
+    return Localisation.of(result.nnodes, result.pairs, floor)
 
 
 def node_figures(result: BenchResult) -> list[NodeFigures]:
     """Each node with its inter-node figure (best pair), what its links should deliver (the probe), its
     peers' median, and whether the pair pass names it (``slow``).
 
-    ``expected_gbps`` is the yardstick for the figure: one rank pair, so one NIC on an NCCL/IB node;
-    ``link_gbps`` is all the inter-node links the backend uses on that node, together."""
+    ``expected_gbps`` is the yardstick for the figure (a pair's slowest rail): one rank pair, so one NIC on
+    an NCCL/IB node, or the rails' share of links they share; ``link_gbps`` is all the inter-node links the
+    backend uses on that node, together. ``slow_rails``: the rails the per-rail rule names on this node."""
     figs = {n.index: result.node_figure(n.index) for n in result.nodes}
     bad = set(node_localisation(result).bad()) if result.pairs else set()
+    rails_of = slow_rails(result.nnodes, result.pairs, floor_gbps(result.nodes, result.backend, result.yardstick_rails))
     rows = []
     for n in result.nodes:
         fig = figs[n.index]
         peers = [v for k, v in figs.items() if k != n.index and v is not None]
         exp = n.expected
-        want = pair_expected_gbps(n)
+        want = pair_expected_gbps(n, result.yardstick_rails)
         rows.append(NodeFigures(
             host=n.host, index=n.index, ranks=list(n.ranks), iface=n.iface, link_gbps=gbps(n.link_gbps),
             expected_gbps=gbps(want),
@@ -81,7 +86,8 @@ def node_figures(result: BenchResult) -> list[NodeFigures]:
                               if len(peers) >= MIN_PEERS_FOR_MEDIAN else None),
             pairs=[result.nodes[p.b if p.a == n.index else p.a].host
                    for p in result.pairs if n.index in (p.a, p.b)],
-            slow=n.index in bad))
+            slow=n.index in bad, rails=result.pair_rails if result.pairs else 0,
+            slow_rails=rails_of.get(n.index, []) if n.index in bad else []))
     return rows
 
 

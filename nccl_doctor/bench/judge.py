@@ -10,6 +10,9 @@ from nccl_doctor.bench.busbw import MIB, format_size
 from nccl_doctor.bench.figures import NodeFigures, node_figures, node_localisation
 from nccl_doctor.bench.groups import MISFIT_SKIP, mesh_misfit
 from nccl_doctor.bench.model import Backend, BenchResult
+from nccl_doctor.bench.pairs import floor_gbps, link_slow_rails, slow_rails
+from nccl_doctor.bench.rails import rail_label
+from nccl_doctor.bench.shortfall import judge_expected
 from nccl_doctor.cluster import SlurmInfo
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Severity, finding, hosts_text, plural
@@ -28,6 +31,7 @@ def judge(result: BenchResult, *, slurm: SlurmInfo | None = None, short_sweep: b
     out: list[Finding] = []
     out += _judge_wrong(result)
     out += _judge_nodes(result)
+    out += judge_expected(result)
     out += _judge_trust(result, slurm, short_sweep)
     if not any(f.severity is Severity.FAIL for f in out) and result.results:
         out.append(_all_good(result))
@@ -41,7 +45,7 @@ def _all_good(result: BenchResult) -> Finding:
     if result.pairs:
         loc = node_localisation(result)
         msg += (f"; no slow node or link: {len(loc.links)} node pair(s) in {len(loc.rounds)} round(s), "
-                f"slowest {min(loc.links.values()):.3f} GB/s, fastest {loc.best:.3f} GB/s")
+                f"slowest {min(loc.links.values()):.3f} GB/s, fastest {max(loc.links.values()):.3f} GB/s")
     return finding(Code.BANDWIDTH_OK, Severity.PASS, msg)
 
 
@@ -121,8 +125,13 @@ def _judge_nodes(result: BenchResult) -> list[Finding]:
     host = [n.host for n in result.nodes]
     best = max(loc.links, key=lambda k: loc.links[k])
     best_txt = f"{host[best[0]]}<->{host[best[1]]} moves {loc.best:.3f} GB/s"
+    if loc.best > loc.links[best]:  # a rail beats every link's slowest rail: name it
+        p, r = max(((p, r) for p in result.pairs for r in p.rails), key=lambda t: t[1].busbw_gbps)
+        best_txt = f"{rail_label(r.rail)} of {host[p.a]}<->{host[p.b]} moves {r.busbw_gbps:.3f} GB/s"
     bad = loc.bad()
-    out = [_slow_node(rows[b], host, loc.links, best_txt) for b in bad]
+    on_rails = slow_rails(result.nnodes, result.pairs, loc.floor_gbps)
+    out = [_slow_node(rows[b], host, loc.links, best_txt, _node_rails(result, b, on_rails.get(b, [])))
+           for b in bad]
     links = [k for k in loc.slow_links() if not set(k) & set(bad)]
     good = loc.good()
     if len(links) > 1 and not good:  # nothing to compare with: one finding, not one per pair
@@ -149,7 +158,7 @@ def _judge_nodes(result: BenchResult) -> list[Finding]:
             why = "neither end was tested against a node proven good, so it cannot tell which end is slow"
         out.append(finding(
             Code.SLOW_LINK_UNPINNED, Severity.FAIL,
-            f"the link between {host[a]} and {host[b]} moves {bw:.3f} GB/s, {how}; {why}",
+            f"the link between {host[a]} and {host[b]} moves {bw:.3f} GB/s{_link_rails(result, (a, b))}, {how}; {why}",
             f"rerun with a third node (the pair pass then names the slow node), or check both ends: "
             f"`ethtool {rows[a].iface or '<iface>'}`, `tc qdisc show` on {host[a]} and {host[b]}, "
             "switch port counters",
@@ -157,8 +166,34 @@ def _judge_nodes(result: BenchResult) -> list[Finding]:
     return out
 
 
-def _slow_node(row: NodeFigures, host: list[str], links: dict[tuple[int, int], float], best_txt: str) -> Finding:
-    """ND302: a node slow with every partner while its partners are fast elsewhere."""
+def _node_rails(result: BenchResult, node: int, rails: list[int]) -> str:
+    """`` on rail 3 (local rank 3, mlx5_3)``: the rails the per-rail rule names on ``node``, with this
+    node's NIC for each; empty without rails or when every rail of several is slow (the node, not a NIC)."""
+    total = result.pair_rails
+    if not rails or total < 2:
+        return ""
+    if len(rails) == total:
+        return f" on every rail ({total} local ranks)"
+    nic = {r.rail: (r.nics[0] if p.a == node else r.nics[1]) for p in result.pairs if node in (p.a, p.b)
+           for r in p.rails}
+    return " on " + ", ".join(rail_label(r, [nic[r]] if nic.get(r) else []) for r in rails)
+
+
+def _link_rails(result: BenchResult, link: tuple[int, int]) -> str:
+    """`` on rail 2 (local rank 2, mlx5_2 <-> mlx5_2)``: the slow rails of one node pair (all of them: empty)."""
+    pair = next((p for p in result.pairs if p.link == link), None)
+    if pair is None or len(pair.rails) < 2:
+        return ""
+    best = max((r.busbw_gbps for p in result.pairs if not p.rails_shared for r in p.rails), default=0.0)
+    slow = link_slow_rails(pair, best, floor_gbps(result.nodes, result.backend, result.yardstick_rails))
+    if not slow or len(slow) == len(pair.rails):
+        return ""
+    return " on " + ", ".join(f"{rail_label(r.rail, r.nics)} {r.busbw_gbps:.3f} GB/s" for r in slow)
+
+
+def _slow_node(row: NodeFigures, host: list[str], links: dict[tuple[int, int], float], best_txt: str,
+               rails: str = "") -> Finding:
+    """ND302: a node slow with every partner while its partners are fast elsewhere; ``rails``: which rails."""
     b = row.index
     mine = sorted((k for k in links if b in k), key=lambda k: links[k])
     txt = ", ".join(f"{host[k[0] if k[1] == b else k[1]]} {links[k]:.3f} GB/s" for k in mine)
@@ -166,7 +201,7 @@ def _slow_node(row: NodeFigures, host: list[str], links: dict[tuple[int, int], f
     iface = row.iface or "<iface>"
     return finding(
         Code.SLOW_NODE_BANDWIDTH, Severity.FAIL,
-        f"{host[b]} is the slow node: inter-node bandwidth {row.inter_node_busbw_gbps:.3f} GB/s, slow "
+        f"{host[b]} is the slow node{rails}: inter-node bandwidth {row.inter_node_busbw_gbps:.3f} GB/s, slow "
         f"with every partner ({txt}) while {best_txt}{med}",
         f"drain {host[b]} (e.g. `scontrol update nodename={host[b]} state=drain reason=slow-link`) and "
         f"check its link: `ethtool {iface}`, `tc qdisc show dev {iface}`, cable and switch port",

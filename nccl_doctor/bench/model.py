@@ -79,12 +79,31 @@ class Measurement:
     wrong: int
     dtype: str = "float32"
     in_place: bool = False
+    rank_time_us: tuple[float, ...] = ()  # every rank's own time per call, world rank order (``time_us``: the max)
+
+    @property
+    def time_us_mean(self) -> float | None:
+        """The mean over ranks: nccl-tests' default figure (``-a 1``), where ``time_us`` is the slowest rank's."""
+        return sum(self.rank_time_us) / len(self.rank_time_us) if self.rank_time_us else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RailResult:
+    """One rail of a node pair: local rank ``rail`` of node a ping-pongs local rank ``rail`` of node b, all
+    rails of all pairs at once, so each GPU's own NIC carries its flow (``pairs.plan_rails``)."""
+
+    rail: int  # the local rank on both nodes
+    ranks: tuple[int, int]  # world ranks: node a's, node b's
+    time_us: float  # per round trip
+    busbw_gbps: float
+    wrong: int
+    nics: tuple[str | None, str | None] = (None, None)  # the NIC nearest each end's GPU (probe), None unknown
 
 
 @dataclass(frozen=True, kw_only=True)
 class PairResult:
-    """One node pair's ping-pong: ``busbw_gbps`` is bytes over the link per second, one way at a time
-    (``busbw.pair_gbps``)."""
+    """One node pair's ping-pong, every rail at once: ``busbw_gbps`` is bytes over the link per second, one way
+    at a time (``busbw.pair_gbps``): the slowest rail's, or the rails' sum when they share the link."""
 
     a: int  # node indices
     b: int
@@ -94,6 +113,10 @@ class PairResult:
     busbw_gbps: float
     wrong: int
     round: int = 1
+    rails: tuple[RailResult, ...] = ()  # every rail measured at once
+    # the rails share the nodes' links (one socket link for all): ``busbw_gbps`` is their sum, what the
+    # link moved; else (a NIC per rail) it is the slowest rail's. ``time_us``: the slowest rail's
+    rails_shared: bool = False
 
     @property
     def link(self) -> tuple[int, int]:
@@ -129,6 +152,17 @@ class BenchResult:
     @property
     def nnodes(self) -> int:
         return len(self.nodes)
+
+    @property
+    def pair_rails(self) -> int:
+        """Rails the pair pass ran at once per node pair (1 for results without rails)."""
+        return max((len(p.rails) for p in self.pairs), default=1) or 1
+
+    @property
+    def yardstick_rails(self) -> int:
+        """The rails one pair figure stands for: all of them on a NIC each, one (the whole link) when they
+        share the links and the figure is their sum."""
+        return 1 if any(p.rails_shared for p in self.pairs) else self.pair_rails
 
     def node_figure(self, index: int) -> float | None:
         """A node's inter-node figure: its best pair. A slow node is slow with every partner; a good

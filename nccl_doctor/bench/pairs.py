@@ -16,23 +16,33 @@ nodes are slow (a bad rack), the best link does not. A slow link with no end to 
 known-good node left to test against) is reported as a link. Each node's figure (its best pair) and its
 peers' median are still reported, as figures.
 
-Measuring (``worker.py``, inside a process group): each pair's first ranks ping-pong over a
-dedicated 2-rank group, one direction at a time, so each flow's ACKs cross an idle link and a shaped
-link shows its rate: 1.00 of one-way raw TCP on a tbf link, where a simultaneous two-way exchange gave
-0.62-0.68. Every rank ends each round with the same figures (one world all-reduce), so every rank
-plans the same next round.
+Rails: every local rank of a node ping-pongs the same local rank of the partner node, all rails of all
+pairs at once (``plan_rails``): on 8-GPU / 8-NIC nodes rail i is GPU i and the NIC nearest it, so a bad
+NIC or cable on any rail is measured, not only GPU 0's. A link's figure is its slowest rail, so planning
+and judging above run unchanged on node pairs; ``rail_localisation`` runs the same rule per rail, which
+names the rail (and its NIC) behind a slow node or link. The yardstick of one rail is one NIC, or its share
+of the node's links when rails share them (``pair_expected_gbps``).
+
+Measuring (``worker.py``, inside a process group): each rail's two ranks ping-pong over a dedicated
+2-rank group, one direction at a time, so each flow's ACKs cross an idle link and a shaped link shows
+its rate: 1.00 of one-way raw TCP on a tbf link, where a simultaneous two-way exchange gave 0.62-0.68.
+Every rank ends each round with the same figures (one world all-reduce), so every rank plans the same
+next round.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 from nccl_doctor.bench.busbw import GB, format_size
-from nccl_doctor.bench.model import Backend, NodeInfo, PairResult
+from nccl_doctor.bench.model import Backend, NodeInfo, PairResult, RailResult
 
 SLOW_RATIO = 0.25  # a link below a quarter of the best link is slow (tbf/bad cable: 10-100x)
+# rails sharing one link split it unevenly (TCP, CPU contention: 6x seen on 2 cores); one far below its
+# siblings' mean is a rank lagging (its GPU, CPU or process), not the link
+LAGGING_RAIL_RATIO = 0.1
 FLOOR_SHARE = {Backend.NCCL: 0.25, Backend.GLOO: 0.05}  # ... or below this share of the line rate (Gloo: CPU-bound)
 MAX_ROUNDS = 6
 ROUND_OVERHEAD_S = 0.05  # per round: group setup and a world all-reduce
@@ -49,6 +59,7 @@ class Localisation:
     floor_gbps: float = 0.0  # absolute minimum (a share of the line rate), 0 when unknown
     seconds: float = 0.0
     results: list[PairResult] = field(default_factory=list)
+    best_rail_gbps: float = 0.0  # the fastest rail anywhere: a link's slowest rail is judged against it
 
     @classmethod
     def of(cls, nnodes: int, pairs: Iterable[PairResult], floor_gbps: float = 0.0) -> Localisation:
@@ -65,10 +76,14 @@ class Localisation:
         self.results += results
         self.rounds.append([p.link for p in results])
         self.links.update({p.link: p.busbw_gbps for p in results})
+        self.best_rail_gbps = max([self.best_rail_gbps,
+                                   *(r.busbw_gbps for p in results if not p.rails_shared for r in p.rails)])
 
     @property
     def best(self) -> float:
-        return max(self.links.values(), default=0.0)
+        """The best link, or the best rail anywhere when rails were measured (with two nodes a bad rail is
+        slow against the good rails of the same pair)."""
+        return max(max(self.links.values(), default=0.0), self.best_rail_gbps)
 
     def slow(self, link: tuple[int, int]) -> bool:
         bw = self.links[link]
@@ -100,6 +115,81 @@ class Localisation:
         return [link for link in sorted(self.links) if self.slow(link)]
 
 
+@dataclass(frozen=True)
+class RailPlan:
+    """One ping-pong of a round: local rank ``rail`` of node ``a`` (world rank ``ranks[0]``) with the same
+    local rank of node ``b`` (``ranks[1]``); ``pair`` indexes the round's node pairs."""
+
+    pair: int
+    a: int
+    b: int
+    rail: int
+    ranks: tuple[int, int]
+
+
+def plan_rails(pairs: Sequence[tuple[int, int]], node_ranks: Sequence[Sequence[int]]) -> list[RailPlan]:
+    """Every rail of every node pair of a round, measured at once: local rank i of node a with local rank i
+    of node b (as many rails as the smaller node has ranks). Pairs are disjoint, so no rank is in two."""
+    return [RailPlan(k, a, b, i, (node_ranks[a][i], node_ranks[b][i]))
+            for k, (a, b) in enumerate(pairs) for i in range(min(len(node_ranks[a]), len(node_ranks[b])))]
+
+
+def rails_share_links(nodes: Iterable[NodeInfo], rails: int) -> bool:
+    """Whether ``rails`` rails at once share the nodes' links: a rail's yardstick is below one rank pair's
+    (one socket link for every local rank), or some node's yardstick is unknown (then assume they do)."""
+    for n in nodes:
+        one = n.expected.per_rank_gbps if n.expected is not None else n.link_gbps
+        if not one or (pair_expected_gbps(n, rails) or 0.0) < one:
+            return rails > 1
+    return False
+
+
+def pair_figure(rails: Sequence[RailResult], shared: bool) -> float:
+    """A node pair's figure from its rails: their sum when they share the link (what it moved), else the
+    slowest rail's (a NIC each: one bad NIC makes the pair slow)."""
+    figs = [r.busbw_gbps for r in rails]
+    return (sum(figs) if shared else min(figs)) if figs else 0.0
+
+
+def lagging_rails(pair: PairResult) -> list[RailResult]:
+    """Rails sharing a link that lag far behind their siblings (``LAGGING_RAIL_RATIO`` of the mean)."""
+    if not pair.rails_shared or len(pair.rails) < 2:
+        return []
+    mean = sum(r.busbw_gbps for r in pair.rails) / len(pair.rails)
+    return [r for r in pair.rails if r.busbw_gbps < LAGGING_RAIL_RATIO * mean]
+
+
+def rail_localisation(nnodes: int, pairs: Iterable[PairResult], rail: int, floor_gbps: float = 0.0) -> Localisation:
+    """The pair pass's rule run on one rail's figures alone (pairs without that rail, or whose rails share
+    the link, are left out)."""
+    one = [replace(p, busbw_gbps=r.busbw_gbps, time_us=r.time_us, rails=(r,))
+           for p in pairs if not p.rails_shared for r in p.rails if r.rail == rail]
+    return Localisation.of(nnodes, one, floor_gbps)
+
+
+def slow_rails(nnodes: int, pairs: Sequence[PairResult], floor_gbps: float = 0.0) -> dict[int, list[int]]:
+    """node -> the rails on which the per-rail rule names it (slow with every partner on that rail)."""
+    rails = sorted({r.rail for p in pairs for r in p.rails})
+    out: dict[int, list[int]] = {}
+    for rail in rails:
+        for n in rail_localisation(nnodes, pairs, rail, floor_gbps).bad():
+            out.setdefault(n, []).append(rail)
+    return out
+
+
+def link_slow_rails(pair: PairResult, best_rail_gbps: float, floor_gbps: float = 0.0) -> list[RailResult]:
+    """The rails of one node pair (a NIC each) below ``SLOW_RATIO`` of the best rail anywhere, or under the
+    floor; rails sharing the link: the lagging ones."""
+    if pair.rails_shared:
+        return lagging_rails(pair)
+    return [r for r in pair.rails if r.busbw_gbps < SLOW_RATIO * best_rail_gbps or r.busbw_gbps < floor_gbps]
+
+
+def below_share(rails: Iterable[RailResult], want_gbps: float | None, share: float) -> list[RailResult]:
+    """Rails below ``share`` of their yardstick (none when the yardstick is unknown)."""
+    return [r for r in rails if want_gbps and r.busbw_gbps < share * want_gbps]
+
+
 def first_round(nnodes: int) -> list[tuple[int, int]]:
     return [(i, i + 1) for i in range(0, nnodes - 1, 2)]
 
@@ -125,17 +215,20 @@ def next_round(loc: Localisation) -> list[tuple[int, int]]:
 
 
 # --- yardsticks and prediction ----------------------------------------------------------------------
-def pair_expected_gbps(node: NodeInfo) -> float | None:
-    """What one node pair should reach from this node: the probe's per-rank-pair figure (one NIC on an
-    RDMA node), else the line rate of its inter-node links; None when unknown."""
-    if node.expected is not None:
-        return node.expected.per_rank_gbps or None
-    return node.link_gbps or None
+def pair_expected_gbps(node: NodeInfo, rails: int = 1) -> float | None:
+    """What one rail of a node pair should reach from this node while ``rails`` rails run at once: the
+    probe's per-rank-pair figure (one NIC on an RDMA node), but no more than the rails' share of all the
+    node's inter-node links (rails sharing one socket link split it); None when unknown."""
+    one = node.expected.per_rank_gbps if node.expected is not None else node.link_gbps
+    total = node.expected.inter_gbps if node.expected is not None else node.link_gbps
+    if not one:
+        return None
+    return min(one, total / max(rails, 1)) if total else one
 
 
-def floor_gbps(nodes: Iterable[NodeInfo], backend: str) -> float:
+def floor_gbps(nodes: Iterable[NodeInfo], backend: str, rails: int = 1) -> float:
     """The absolute floor of a link: ``FLOOR_SHARE`` of the slowest node's yardstick (0 when unknown)."""
-    known = [y for y in map(pair_expected_gbps, nodes) if y]
+    known = [y for n in nodes if (y := pair_expected_gbps(n, rails))]
     share = FLOOR_SHARE[Backend(backend)] if backend in FLOOR_SHARE else FLOOR_SHARE[Backend.NCCL]
     return share * min(known) if known else 0.0
 

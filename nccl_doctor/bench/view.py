@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
-from nccl_doctor.bench.busbw import Op, format_size
+from nccl_doctor.bench.busbw import Op, format_size, latency_bound
 from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, group_expected, node_figures, node_localisation, pct
 from nccl_doctor.bench.model import (
     DEFAULT_TIMEOUT_S,
@@ -21,7 +21,7 @@ from nccl_doctor.bench.model import (
     Measurement,
     PairResult,
 )
-from nccl_doctor.bench.pairs import Localisation
+from nccl_doctor.bench.pairs import Localisation, pair_expected_gbps
 from nccl_doctor.cluster import LOG_ENV, LaunchOutcome, Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Report, Severity, Table, finding
@@ -30,8 +30,20 @@ COMMAND = "bench"
 TIME_DIGITS = 2  # microseconds and seconds in the JSON
 MAX_NOTE_HOSTS = 3  # hosts named in a note before "and N more"
 MAX_EVIDENCE_LINES = 3  # of a failed stage's error
+LATENCY_MARK = "latency"  # the "bound" cell of a latency-bound size (``busbw.latency_bound``)
 _OUT_OF_MEMORY = ("can't allocate memory", "Cannot allocate memory", "out of memory", "OutOfMemoryError",
                   "bad_alloc")
+
+
+# The ops whose run passes one buffer as input and output (worker._buffers: all-reduce sums its buffer in
+# place); nccl-tests' meaning (src/common.cu): in place is send == recv for all-reduce, send == recv + rank *
+# count for all-gather. All-gather and reduce-scatter here use an input and an output of their own.
+IN_PLACE_OPS = frozenset({Op.ALL_REDUCE})
+
+
+def in_place(op: str) -> bool:
+    """Whether bench runs ``op`` in place (nccl-tests' in-place column) rather than out of place."""
+    return op in IN_PLACE_OPS
 
 
 def format_or_dash(value: float | None, fmt: str = "{:.3f}") -> str:
@@ -83,12 +95,14 @@ def _result_tables(result: BenchResult) -> list[Table]:
         redop = "sum" if op != Op.ALL_GATHER else "none"
         want = group_expected(result, group)
         tables.append(Table(
-            title=f"{op} on {group} ({ms[0].group_size} ranks, {result.backend}, out-of-place)",
+            title=f"{op} on {group} ({ms[0].group_size} ranks, {result.backend}, "
+                  f"{'in-place' if in_place(op) else 'out-of-place'})",
             columns=("size (B)", "count", "type", "redop", "iters", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
-                     "% of expected", "#wrong"),
+                     "% of expected", "#wrong", "bound"),
             rows=tuple((str(m.size_bytes), str(m.count), "float", redop, str(m.iters), f"{m.time_us:.1f}",
                         f"{m.algbw_gbps:.3f}", f"{m.busbw_gbps:.3f}",
-                        format_or_dash(pct(m.busbw_gbps, want), "{:.1f}"), str(m.wrong)) for m in ms),
+                        format_or_dash(pct(m.busbw_gbps, want), "{:.1f}"), str(m.wrong),
+                        LATENCY_MARK if latency_bound(m.size_bytes) else "") for m in ms),
             caption=f"expected busbw {want:.3f} GB/s (see the notes for how)" if want else None))
     return tables
 
@@ -106,13 +120,30 @@ def _pair_tables(result: BenchResult, nodes: list[NodeFigures], loc: Localisatio
                     format_or_dash(r.inter_node_busbw_gbps), format_or_dash(r.pct_of_expected, "{:.1f}"),
                     format_or_dash(r.peer_median_gbps), ", ".join(r.pairs), "yes" if r.slow else "")
                    for r in nodes))
+    rails = result.pair_rails
     per_pair = Table(
         title=f"node pairs ({p0.iters} timed ping-pongs each; rounds of disjoint pairs, then suspects against "
-              "known-good nodes)",
-        columns=("round", "pair", "busbw (GB/s)", "slow"),
+              "known-good nodes" + (f"; {rails} rails at once, the figure is the slowest's)" if rails > 1 else ")"),
+        columns=("round", "pair", "busbw (GB/s)", "slowest rail", "slow"),
         rows=tuple((str(p.round), f"{host[p.a]}<->{host[p.b]}", f"{p.busbw_gbps:.3f}",
+                    str(min(p.rails, key=lambda r: r.busbw_gbps).rail) if p.rails else "-",
                     "yes" if loc.slow(p.link) else "") for p in result.pairs))
-    return [per_node, per_pair]
+    if rails < 2:
+        return [per_node, per_pair]
+    per_rail = Table(
+        title="rails (local rank i of one node with local rank i of the other, every rail at once; GB/s one way)",
+        columns=("round", "pair", "rail", "ranks", "NICs", "busbw (GB/s)", "% of expected"),
+        rows=tuple((str(p.round), f"{host[p.a]}<->{host[p.b]}", str(r.rail), f"{r.ranks[0]}<->{r.ranks[1]}",
+                    " <-> ".join(n or "?" for n in r.nics) if any(r.nics) else "-", f"{r.busbw_gbps:.3f}",
+                    format_or_dash(pct(r.busbw_gbps, _rail_want(result, p)), "{:.1f}"))
+                   for p in result.pairs for r in p.rails))
+    return [per_node, per_pair, per_rail]
+
+
+def _rail_want(result: BenchResult, p: PairResult) -> float | None:
+    """One rail's yardstick on this pair: the lower of both ends' (``pairs.pair_expected_gbps``)."""
+    known = [y for x in (p.a, p.b) if (y := pair_expected_gbps(result.nodes[x], result.pair_rails))]
+    return min(known) if known else None
 
 
 def result_rows(result: BenchResult) -> list[dict[str, Any]]:
@@ -120,9 +151,12 @@ def result_rows(result: BenchResult) -> list[dict[str, Any]]:
     return [{"op": m.op, "group": m.group, "group_size": m.group_size, "size_bytes": m.size_bytes,
              "count": m.count, "dtype": m.dtype, "iters": m.iters, "time_us": round(m.time_us, TIME_DIGITS),
              "algbw_gbps": round(m.algbw_gbps, GBPS_DIGITS), "busbw_gbps": round(m.busbw_gbps, GBPS_DIGITS),
-             "wrong": m.wrong, "in_place": m.in_place,
+             "wrong": m.wrong, "in_place": m.in_place or in_place(m.op),
              "expected_gbps": round(w, GBPS_DIGITS) if (w := want[m.group]) else None,
-             "pct_of_expected": pct(m.busbw_gbps, want[m.group])} for m in result.results]
+             "pct_of_expected": pct(m.busbw_gbps, want[m.group]),
+             "time_us_mean": round(t, TIME_DIGITS) if (t := m.time_us_mean) is not None else None,
+             "rank_time_us": [round(x, TIME_DIGITS) for x in m.rank_time_us],
+             "latency_bound": latency_bound(m.size_bytes)} for m in result.results]
 
 
 def node_rows(result: BenchResult) -> list[dict[str, Any]]:
@@ -133,7 +167,11 @@ def node_rows(result: BenchResult) -> list[dict[str, Any]]:
 def pair_rows(result: BenchResult, loc: Localisation) -> list[dict[str, Any]]:
     return [{"a": result.nodes[p.a].host, "b": result.nodes[p.b].host, "round": p.round,
              "size_bytes": p.size_bytes, "iters": p.iters, "time_us": round(p.time_us, TIME_DIGITS),
-             "busbw_gbps": round(p.busbw_gbps, GBPS_DIGITS), "wrong": p.wrong, "slow": loc.slow(p.link)}
+             "busbw_gbps": round(p.busbw_gbps, GBPS_DIGITS), "wrong": p.wrong, "slow": loc.slow(p.link),
+             "rails": [{"rail": r.rail, "ranks": list(r.ranks), "nics": list(r.nics),
+                        "time_us": round(r.time_us, TIME_DIGITS), "busbw_gbps": round(r.busbw_gbps, GBPS_DIGITS),
+                        "wrong": r.wrong, "pct_of_expected": pct(r.busbw_gbps, _rail_want(result, p))}
+                       for r in p.rails]}
             for p in result.pairs]
 
 
@@ -170,6 +208,16 @@ def expected_notes(result: BenchResult, nodes: Sequence[NodeFigures]) -> list[st
     if nominal:
         out.append(f"inter-node expected on {_hosts(nominal)} is a virtual interface's nominal sysfs speed (veth): "
                    "a figure above it is not flagged (ND305), and the slow-link floor still applies")
+    small = sorted({m.size_bytes for m in result.results if latency_bound(m.size_bytes)})
+    if small:
+        out.append(f"sizes up to {format_size(small[-1])} are latency-bound ({LATENCY_MARK} in the bound column): "
+                   "PyTorch's per-call overhead weighs on them, and time (us) is the slowest rank's where nccl-tests "
+                   "averages over ranks (time_us_mean in the JSON), so their busbw reads below nccl-tests'; judge "
+                   "the links by the large sizes")
+    if result.pairs and result.pair_rails > 1:
+        out.append(f"node pairs: {result.pair_rails} rails per pair at once (local rank i with local rank i); a "
+                   "pair's figure is its slowest rail's, expected per rail: one NIC, or the rails' share of links "
+                   "they share")
     if result.nnodes > 1 and any(g.group == Group.INTER for g in result.results):
         out.append(f"inter group expected: the node's inter-node links shared by the {result.local_world_size} "
                    "inter groups that run at once")
@@ -255,8 +303,10 @@ def stage_fix(stage: str) -> str:
         return ("start nccl-doctor on every node (srun --ntasks-per-node=1 nccl-doctor bench), with the same "
                 "--rdzv-endpoint, and check that the rendezvous host's port is reachable from every node")
     if stage in (Stage.INIT, BenchStage.TOPOLOGY, BenchStage.GROUPS):
-        return ("check that every node reaches the others on the interface in GLOO_SOCKET_IFNAME / "
-                "NCCL_SOCKET_IFNAME (nccl-doctor probe), and that firewalls allow the ephemeral ports")
+        return ("read the other nodes' reports first: a rank that failed at start-up there (ND313, CUDA unusable) "
+                "leaves these waiting; otherwise check that every node reaches the others on the interface in "
+                "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (nccl-doctor probe), and that firewalls allow the "
+                "ephemeral ports")
     return ("rerun with NCCL_DEBUG=INFO and read the stuck ranks' hosts first (nccl-doctor parse); "
             "drain a host that hangs again")
 

@@ -3,8 +3,8 @@
 
 Imported only inside worker processes (it imports torch at the top). ``run_bench`` works inside any
 already initialised default process group, so ``preflight`` can call it from its own workers.
-Every rank ends with the same ``BenchResult``: each figure is reduced over the world (max time,
-summed wrong elements), so judging gives one verdict everywhere.
+Every rank ends with the same ``BenchResult``: each figure is reduced over the world (every rank's time,
+the figure from the slowest; summed wrong elements), so judging gives one verdict everywhere.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
+from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
 from nccl_doctor.bench.expected import local_expected
 from nccl_doctor.bench.groups import plan_groups, why_not
 from nccl_doctor.bench.model import (
@@ -33,6 +34,7 @@ from nccl_doctor.bench.model import (
     NodeInfo,
     PairResult,
     Progress,
+    RailResult,
     measure_stage,
     pairs_stage,
 )
@@ -42,10 +44,16 @@ from nccl_doctor.bench.pairs import (
     floor_gbps,
     next_round,
     pair_expected_gbps,
+    pair_figure,
     plan_line,
+    plan_rails,
     predict_rounds,
+    rails_share_links,
 )
+from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
 from nccl_doctor.cluster import Stage, StageFile
+from nccl_doctor.errors import InputError
+from nccl_doctor.node import probe_node
 
 __all__ = [  # what preflight and the bench command use; the models are re-exported from model.py
     "BenchConfig", "BenchFailure", "BenchResult", "Measurement", "NodeInfo", "PairResult", "Stages", "build_groups",
@@ -58,13 +66,20 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 STALL_ENV = "NCCL_DOCTOR_TEST_STALL"  # before recording it (the others see it missing)
 STALL_INSIDE_ENV = "NCCL_DOCTOR_TEST_STALL_INSIDE"  # after recording it, between its collectives
 STALL_S = 3600
+SLOW_RANK_ENV = "NCCL_DOCTOR_TEST_SLOW_RANK"  # "RANK:SECONDS": that rank's pair exchanges each sleep SECONDS
 PAIR_MIN_ITERS = 3
 US = 1e6  # microseconds in a second
 MS = 1e3  # milliseconds in a second (CUDA events time in ms)
 PAIR_RANKS = 2  # a node pair: each node's first rank
 
 T = TypeVar("T")
-Collective = Callable[[Any], Any]  # one call of the collective on a group
+
+
+class Collective(Protocol):
+    """One call of the collective on a group; with ``async_op`` it returns the call's ``Work`` (or None when
+    the exchange is synchronous by nature, like a ping-pong)."""
+
+    def __call__(self, group: Any, async_op: bool = False) -> Any: ...
 
 
 # --- stages ---------------------------------------------------------------------------------------
@@ -117,16 +132,39 @@ def _stall_prefix(value: str, rank: int) -> str | None:
 # --- setup ----------------------------------------------------------------------------------------
 def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, force_cpu: bool = False,
                   store: Any = None, rank: int | None = None, world_size: int | None = None) -> str:
-    """init_process_group with a timeout, always: NCCL on CUDA, Gloo otherwise. Returns the device.
+    """init_process_group with a timeout, always: NCCL on this rank's GPU, Gloo on CPU with ``force_cpu`` or
+    where no GPU is expected (``device.choose``). Returns the device. Raises ``device.CudaUnusable`` (CUDA's own
+    error and the fix) where GPUs are expected and CUDA cannot serve this rank: never a silent Gloo.
     ``store``/``rank``/``world_size``: an existing store (preflight's) instead of MASTER_ADDR's env://."""
     local_rank = int(env.get("LOCAL_RANK", "0"))
-    use_cuda = torch.cuda.is_available() and not force_cpu
-    if use_cuda:
+    local_world = env.get("LOCAL_WORLD_SIZE")
+    cuda: CudaApi = cuda_from_test_env(env) or _TorchCuda()
+    choice = choose(cuda, local_rank=local_rank, local_world_size=int(local_world) if local_world else None,
+                    expected=gpus_expected(env), force_cpu=force_cpu)
+    if choice.use_cuda:
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
         kw = {} if store is None else {"store": store, "rank": rank, "world_size": world_size}
-        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=timeout_s), **kw)
-    return f"cuda:{local_rank}" if use_cuda else "cpu"
+        dist.init_process_group(str(choice.backend), timeout=timedelta(seconds=timeout_s), **kw)
+    return choice.device
+
+
+class _TorchCuda:
+    """``device.CudaApi`` over the real ``torch.cuda``."""
+
+    @property
+    def version(self) -> str | None:
+        cuda: str | None = torch.version.cuda
+        return cuda
+
+    def is_available(self) -> bool:
+        return bool(torch.cuda.is_available())
+
+    def device_count(self) -> int:
+        return int(torch.cuda.device_count())
+
+    def init(self) -> None:
+        torch.cuda.init()
 
 
 def gather_nodes(env: Mapping[str, str], backend: str) -> list[NodeInfo]:
@@ -176,14 +214,14 @@ def _buffers(op: str, size: int, n: int, grank: int, device: str) -> tuple[Colle
     if op == Op.ALL_GATHER:
         inp = torch.full((chunk,), float(grank + 1), device=device)
         out = torch.empty(total, device=device)
-        return (lambda g: _all_gather(out, inp, group=g)), inp, out, chunk
+        return (lambda g, async_op=False: _all_gather(out, inp, group=g, async_op=async_op)), inp, out, chunk
     if op == Op.REDUCE_SCATTER:
         inp = torch.full((total,), float(grank + 1), device=device)
         out = torch.empty(chunk, device=device)
-        return (lambda g: _reduce_scatter(out, inp, group=g)), inp, out, chunk
+        return (lambda g, async_op=False: _reduce_scatter(out, inp, group=g, async_op=async_op)), inp, out, chunk
     if op == Op.ALL_REDUCE:
         buf = torch.zeros(total, device=device)  # zeros while timing: repeated sums stay finite
-        return (lambda g: dist.all_reduce(buf, group=g)), buf, buf, total
+        return (lambda g, async_op=False: dist.all_reduce(buf, group=g, async_op=async_op)), buf, buf, total
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -202,13 +240,26 @@ def _count_wrong(op: str, fn: Collective, inp: Any, out: Any, *, n: int, grank: 
     return int((out != expected_sum).sum())
 
 
-def _world_reduce(device: str, seconds: float, wrong: int) -> tuple[float, int]:
-    """Max time and total wrong elements over every rank (all concurrent groups included)."""
-    t = torch.tensor([seconds], dtype=torch.float64, device=device)
+def _world_reduce(device: str, seconds: float, wrong: int) -> tuple[list[float], int]:
+    """Every rank's time (world rank order: the slowest rank can be named, and the mean over ranks is
+    nccl-tests' figure) and the total wrong elements (all concurrent groups included)."""
+    t = torch.zeros(dist.get_world_size(), dtype=torch.float64, device=device)
+    t[dist.get_rank()] = seconds
     w = torch.tensor([wrong], dtype=torch.int64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(t)  # each rank fills its own slot: the sum is the gather
     dist.all_reduce(w)
-    return float(t.item()), int(w.item())
+    return [float(x) for x in t.tolist()], int(w.item())
+
+
+def launch_back_to_back(fn: Collective, group: Any, iters: int) -> None:
+    """``iters`` calls queued without waiting, as nccl-tests does, then one wait for the last. Under
+    TORCH_NCCL_BLOCKING_WAIT (our ranks' setting) a synchronous call holds the host after each one, which
+    would time host round trips at small sizes; the wait still raises when the collective times out."""
+    work = None
+    for _ in range(iters):
+        work = fn(group, async_op=True)
+    if work is not None:
+        work.wait()  # the current stream waits for the NCCL stream (and the host too, under blocking wait)
 
 
 def time_loop(fn: Collective, group: Any, iters: int, device: str) -> float:
@@ -219,8 +270,7 @@ def time_loop(fn: Collective, group: Any, iters: int, device: str) -> float:
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(iters):
-            fn(group)
+        launch_back_to_back(fn, group, iters)
         end.record()
         end.synchronize()
         return float(start.elapsed_time(end)) / MS / iters
@@ -245,10 +295,12 @@ def measure(op: Op, group_name: Group, group: Any, size: int, *, cfg: BenchConfi
         inside()
     seconds = time_loop(fn, group, iters, device)
     wrong = _count_wrong(op, fn, inp, out, n=n, grank=grank, group=group)
-    seconds, wrong = _world_reduce(device, seconds, wrong)
+    times, wrong = _world_reduce(device, seconds, wrong)
+    seconds = max(times)
     return Measurement(op=op, group=group_name, group_size=n, size_bytes=size, count=count, iters=iters,
                        time_us=seconds * US, algbw_gbps=size / seconds / GB if seconds else 0.0,
-                       busbw_gbps=busbw_gbps(op, size, seconds, n), wrong=wrong)
+                       busbw_gbps=busbw_gbps(op, size, seconds, n), wrong=wrong,
+                       rank_time_us=tuple(t * US for t in times))
 
 
 # --- the node-pair pass ----------------------------------------------------------------------------
@@ -259,14 +311,18 @@ def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str) -> tuple
     other = ends[1] if first else ends[0]
     send = torch.full((size // FLOAT32_BYTES,), float(rank + 1), device=device)
     recv = torch.empty(size // FLOAT32_BYTES, device=device)
+    slow_text, _, delay = os.environ.get(SLOW_RANK_ENV, "").partition(":")
+    slow_s = float(delay) if slow_text == str(rank) and delay else 0.0
 
-    def fn(g: Any) -> None:
+    def fn(group: Any, async_op: bool = False) -> None:  # each leg waits for the other: synchronous by nature
+        if slow_s:
+            time.sleep(slow_s)  # test seam: a slow rail (one rank's NIC) on a machine without one
         if first:
-            dist.send(send, dst=other, group=g)
-            dist.recv(recv, src=other, group=g)
+            dist.send(send, dst=other, group=group)
+            dist.recv(recv, src=other, group=group)
         else:
-            dist.recv(recv, src=other, group=g)
-            dist.send(send, dst=other, group=g)
+            dist.recv(recv, src=other, group=group)
+            dist.send(send, dst=other, group=group)
 
     def check(g: Any) -> int:
         recv.zero_()
@@ -276,49 +332,60 @@ def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str) -> tuple
     return fn, check
 
 
-def measure_round(pairs: list[tuple[int, int]], leaders: list[int], *, round_no: int, size_bytes: int, iters: int,
-                  warmup: int, timeout_s: float, device: str = "cpu") -> list[PairResult]:
-    """All pairs of a round at once: each pair's leader ranks ping-pong on their own 2-rank group (every
-    rank creates every group, in order). One checked exchange first (it also warms the connection), then
-    ``warmup - 1`` more, then ``iters`` timed. Every rank returns every pair's result."""
+def measure_round(pairs: list[tuple[int, int]], node_ranks: Sequence[Sequence[int]], *, round_no: int,
+                  size_bytes: int, iters: int, warmup: int, timeout_s: float, device: str = "cpu",
+                  nics: Sequence[str | None] = (), shared: bool = False) -> list[PairResult]:
+    """All rails of all pairs of a round at once (``pairs.plan_rails``): local rank i of node a ping-pongs
+    local rank i of node b on their own 2-rank group (every rank creates every group, in order). One checked
+    exchange first (it also warms the connection), then ``warmup - 1`` more; a world all-reduce lines the
+    rails up, then ``iters`` timed. Every rank returns every pair's result, each with its rails; ``shared``:
+    the rails share the link, so a pair's figure is their sum (``pairs.pair_figure``)."""
     rank = dist.get_rank()
-    groups = [dist.new_group([leaders[a], leaders[b]], timeout=timedelta(seconds=timeout_s)) for a, b in pairs]
-    times = torch.zeros(len(pairs), dtype=torch.float64, device=device)
-    wrong = torch.zeros(len(pairs), dtype=torch.int64, device=device)
-    for k, (a, b) in enumerate(pairs):
-        ends = (leaders[a], leaders[b])
-        if rank not in ends:
-            continue
-        fn, check = ping_pong(size_bytes, ends, rank, device)
+    rails = plan_rails(pairs, node_ranks)
+    groups = [dist.new_group(list(r.ranks), timeout=timedelta(seconds=timeout_s)) for r in rails]
+    times = torch.zeros(len(rails), dtype=torch.float64, device=device)
+    wrong = torch.zeros(len(rails), dtype=torch.int64, device=device)
+    mine = [(k, *ping_pong(size_bytes, r.ranks, rank, device)) for k, r in enumerate(rails) if rank in r.ranks]
+    for k, fn, check in mine:
         wrong[k] = check(groups[k])
         for _ in range(warmup - 1):
             fn(groups[k])
+    dist.all_reduce(torch.zeros(1, device=device))  # every rail starts timing together: they share the fabric
+    for k, fn, _ in mine:
         times[k] = time_loop(fn, groups[k], iters, device)
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     dist.all_reduce(wrong)
+    secs, bad = [float(x) for x in times.tolist()], [int(x) for x in wrong.tolist()]
+    nic = list(nics) or [None] * dist.get_world_size()
     out = []
     for k, (a, b) in enumerate(pairs):
-        s = float(times[k].item())
-        out.append(PairResult(a=a, b=b, size_bytes=size_bytes, iters=iters, time_us=s * US,
-                              busbw_gbps=pair_gbps(size_bytes, s), wrong=int(wrong[k].item()), round=round_no))
+        mine_k = [RailResult(rail=r.rail, ranks=r.ranks, time_us=secs[j] * US,
+                             busbw_gbps=pair_gbps(size_bytes, secs[j]), wrong=bad[j],
+                             nics=(nic[r.ranks[0]], nic[r.ranks[1]]))
+                  for j, r in enumerate(rails) if r.pair == k]
+        out.append(PairResult(a=a, b=b, size_bytes=size_bytes, iters=iters, time_us=max(r.time_us for r in mine_k),
+                              busbw_gbps=pair_figure(mine_k, shared), wrong=sum(r.wrong for r in mine_k),
+                              round=round_no, rails=tuple(mine_k), rails_shared=shared))
     return out
 
 
-def localise(leaders: list[int], *, size_bytes: int, iters: int, warmup: int = 1, timeout_s: float,
-             floor_gbps: float = 0.0, device: str = "cpu",
+def localise(node_ranks: Sequence[Sequence[int]], *, size_bytes: int, iters: int, warmup: int = 1, timeout_s: float,
+             floor_gbps: float = 0.0, device: str = "cpu", nics: Sequence[str | None] = (), shared: bool = False,
              on_round: Callable[[int, list[tuple[int, int]]], None] | None = None,
              on_measured: Callable[[int, list[PairResult]], None] | None = None) -> Localisation:
     """Rounds until every node is resolved (or nothing new can be tested); the same result on every rank.
-    ``on_round(i, pairs)`` runs before round i (stage marks), ``on_measured(i, results)`` after it."""
+    ``node_ranks``: each node's world ranks in local-rank order (rail i is each node's i-th). ``nics``: each
+    world rank's NIC where known. ``on_round(i, pairs)`` runs before round i (stage marks),
+    ``on_measured(i, results)`` after it."""
     t0 = time.monotonic()
-    loc = Localisation(nnodes=len(leaders), floor_gbps=floor_gbps)
-    pairs = first_round(len(leaders))
+    loc = Localisation(nnodes=len(node_ranks), floor_gbps=floor_gbps)
+    pairs = first_round(len(node_ranks))
     while pairs:
         i = len(loc.rounds) + 1
         if on_round:
             on_round(i, pairs)
-        results = measure_round(pairs, leaders, round_no=i, size_bytes=size_bytes, iters=iters, warmup=warmup,
-                                timeout_s=timeout_s, device=device)
+        results = measure_round(pairs, node_ranks, round_no=i, size_bytes=size_bytes, iters=iters, warmup=warmup,
+                                timeout_s=timeout_s, device=device, nics=nics, shared=shared)
         loc.add(results)
         if on_measured:
             on_measured(i, results)
@@ -329,13 +396,15 @@ def localise(leaders: list[int], *, size_bytes: int, iters: int, warmup: int = 1
 
 def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, progress: Progress | None = None,
                   done: int = 0, total: int = 0, say: Callable[[str], None] | None = None) -> Localisation:
-    """The node-pair pass (``pairs.py``): each node's first rank ping-pongs ``pair_size`` bytes with a
-    partner's, disjoint pairs at once, suspects then against known-good nodes. Fills ``result.pairs``;
-    each round is a stage ("node-pairs round 2: n1<->n3"), so a hang names it and who never arrived."""
+    """The node-pair pass (``pairs.py``): every local rank of a node ping-pongs ``pair_size`` bytes with the
+    same local rank of a partner node (rail by rail, all at once), disjoint pairs at once, suspects then
+    against known-good nodes. Fills ``result.pairs``; each round is a stage ("node-pairs round 2:
+    n1<->n3"), so a hang names it and who never arrived."""
     nodes = result.nodes
     size = round_size(cfg.pair_size, PAIR_RANKS)
     iters = cfg.iters or auto_iters(size, budget_bytes=cfg.budget_bytes, lo=PAIR_MIN_ITERS)
-    known = [y for y in map(pair_expected_gbps, nodes) if y]
+    rails = min(len(n.ranks) for n in nodes)
+    known = [y for n in nodes if (y := pair_expected_gbps(n, rails))]
     text, result.pairs_predicted_s = plan_line(len(nodes), size, max(cfg.warmup, 1) + iters,
                                                min(known) if known else None)
     if say:
@@ -350,12 +419,32 @@ def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, prog
         if progress:
             progress(done + i, max(total, done + i), f"node pairs round {i}", None)
 
+    nics = _guard(stages, world, host_of, lambda: _rank_nics(result.device))
+    shared = rails_share_links(nodes, rails)
     loc = _guard(stages, world, host_of, lambda: localise(
-        [n.ranks[0] for n in nodes], size_bytes=size, iters=iters, warmup=cfg.warmup, timeout_s=cfg.timeout_s,
-        floor_gbps=floor_gbps(nodes, result.backend), device=result.device, on_round=on_round,
-        on_measured=on_measured))
+        [n.ranks for n in nodes], size_bytes=size, iters=iters, warmup=cfg.warmup, timeout_s=cfg.timeout_s,
+        floor_gbps=floor_gbps(nodes, result.backend, 1 if shared else rails), device=result.device, nics=nics,
+        shared=shared, on_round=on_round, on_measured=on_measured))
     result.pairs, result.pairs_seconds = loc.results, loc.seconds
     return loc
+
+
+def _rank_nics(device: str) -> list[str | None]:
+    """Each world rank's NIC (the probe's nearest to its GPU; ``rails.rank_nics``): one all_gather_object.
+    Only GPU ranks have one; each node's local rank 0 probes once."""
+    addr, nic_map = None, None
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        addr = pci_address(props.pci_domain_id, props.pci_bus_id, props.pci_device_id)
+        if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            try:
+                nic_map = gpu_nics(probe_node("/", os.environ))
+            except (InputError, OSError):
+                nic_map = None  # no NIC names: the rails are still measured and named by local rank
+    node = os.environ.get("GROUP_RANK") or socket.gethostname()
+    per_rank: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(per_rank, (node, addr, nic_map))
+    return rank_nics(per_rank)
 
 
 # --- the whole run ---------------------------------------------------------------------------------
@@ -399,7 +488,10 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
 def _guard(stages: Stages, ranks: list[int], host_of: dict[int, str], fn: Callable[[], T]) -> T:
     try:
         return fn()
-    except (RuntimeError, dist.DistError) as exc:  # gloo timeouts, closed pairs, NCCL errors
+    # gloo timeouts and closed pairs (RuntimeError, DistError), NCCL errors, and a timeout under blocking wait
+    # (TORCH_NCCL_BLOCKING_WAIT=1, ``cluster.rank_env``): Work.wait() raises DistBackendError (a DistError, a
+    # RuntimeError) in this thread, where the watchdog would otherwise kill the process first
+    except (RuntimeError, dist.DistError, dist.DistBackendError) as exc:
         missing = [r for r in stages.missing(ranks) if r != stages.rank]
         hosts = [host_of.get(r, "?") for r in missing]
         raise BenchFailure(stages.current, missing, hosts, str(exc)) from exc

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from nccl_doctor.cluster.net import RouteFn, free_port, gloo_iface, parse_endpoint, resolve, route_to
 from nccl_doctor.cluster.procs import ignore_sigterm, kill_group, private_dir, sigterm_as_interrupt
+from nccl_doctor.cluster.rankenv import RANK_SETTINGS, overridden
 from nccl_doctor.cluster.slurm import (
     SlurmInfo,
     default_nproc,
@@ -276,14 +277,17 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
 
 
 def _worker_env(base: dict[str, str], cfg: LaunchConfig, stage_dir: Path, log_name: str) -> Path:
-    """Fill ``base`` for torchrun and its workers; returns torchrun's TMPDIR (inside the stage dir)."""
+    """Fill ``base`` for torchrun and its workers (``rankenv.RANK_SETTINGS`` in force, a note for each user value
+    they replace); returns torchrun's TMPDIR (inside the stage dir)."""
+    notes = [*cfg.notes, *overridden(base)]
+    base.update(RANK_SETTINGS)
     base.update(cfg.extra_env)
     base[STAGE_DIR_ENV] = str(stage_dir)
     tmp = stage_dir / "tmp"  # torchrun's own torchelastic_* dir (left behind when it is killed) goes with ours
     tmp.mkdir()
     base["TMPDIR"] = str(tmp)
     base[LOG_ENV] = log_name
-    base[NOTES_ENV] = json.dumps(list(cfg.notes))
+    base[NOTES_ENV] = json.dumps(notes)
     base.setdefault("OMP_NUM_THREADS", "1")
     for var in _RANK_ENV:
         base.pop(var, None)

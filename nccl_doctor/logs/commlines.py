@@ -47,9 +47,14 @@ class CommLines(ParserState):
         src = int(src_text)
         dst = int(dst_text) if dst_text is not None else None
         local, peer = (dst, src) if direction == "receive" else (src, dst)
-        if proc is not None and mem.rank is not None and local != mem.rank and not mem.loose:
-            other = next((x for x in reversed(proc.memberships) if x.rank == local), None)
-            mem = other or mem
+        top = src if dst is None or dst < src else dst
+        nranks = mem.comm.nranks
+        if proc is not None and not mem.loose and (
+                (mem.rank is not None and local != mem.rank) or (nranks and top >= nranks)):
+            # NCCL >= 2.22 connects lazily: a comm's channel lines may follow another comm's init lines; the
+            # line is the process's in the comm where it has rank ``local`` and which has both ranks named
+            other = next((x for x in reversed(proc.memberships) if x.rank == local and _holds(x, top)), None)
+            mem = other or (mem if _holds(mem, top) else self._misfit(proc))
         comm = mem.comm
         host = proc.host if proc is not None else None
         if local is not None:
@@ -69,7 +74,7 @@ class CommLines(ParserState):
                 comm.collnet[(name, bool(gdr))] += 1
                 tkey = (_COLLNET, name, bool(gdr))
             else:
-                net, nkey = comm.net, (host, peer, name, bool(gdr))
+                net, nkey = comm.net, (host, peer, name, bool(gdr), direction or "")
                 net[nkey] = net.get(nkey, 0) + 1  # a new key each time: no Counter.__missing__ call
                 tkey = (_NET, name, bool(gdr))
         else:
@@ -84,6 +89,15 @@ class CommLines(ParserState):
             comm.first = comm.first or ev
             if len(evs) < MAX_TR_EVIDENCE:
                 evs.append((peer, ev))
+
+    def _misfit(self, proc: Proc) -> Membership:
+        """Where a process's channel lines go that none of its known comms can hold (their init lines are
+        not in the input): kept aside, reported with the 'unidentified' comm."""
+        comm = self._misfits.get(proc)
+        if comm is None:
+            comm = self._misfits[proc] = Comm(UNIDENTIFIED)
+            self._orphans.append(comm)
+        return Membership(comm, loose=True)
 
     def _place_rank(self, comm: Comm, mem: Membership, local: int, host: str | None) -> None:
         """The rank a channel line is about (its sender, or its receiver for ``[receive]``) and its host."""
@@ -216,3 +230,9 @@ class CommLines(ParserState):
             del proc.memberships[0]
         proc.cur = mem
         return mem
+
+
+def _holds(mem: Membership, rank: int) -> bool:
+    """Whether ``rank`` can be a rank of the membership's comm (its size not known yet: it can)."""
+    nranks = mem.comm.nranks
+    return not nranks or rank < nranks

@@ -19,6 +19,7 @@ from nccl_doctor.logs.transports import (
     Transport,
     by_position,
     fact_lines,
+    gdr_reads_off,
     inter_connections,
     inter_node,
     intra_lines,
@@ -99,7 +100,9 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
             **(where_of(ev, host=host) if ev else input_where(r, host)), evidence=quoted([ev] if ev else [])))
     elif t != Transport.NONE:
         label = "EFA/libfabric (aws-ofi-nccl)" if t == Transport.OFI else t
-        if inter.gdr is False:
+        if inter.gdr is False and gdr_reads_off(r, t):
+            out.append(_gdr_reads_off_finding(r, label, lines, comm, host))
+        elif inter.gdr is False:
             out.append(_gdr_finding(r, t, label, lines, host))
         else:
             gdr = {True: "with GPUDirect RDMA", None: "(GPUDirect RDMA not visible in the log)"}[inter.gdr]
@@ -213,6 +216,21 @@ def _gdr_finding(r: ParseResult, t: str, label: str, lines: list[Evidence], host
                    message=f"inter-node traffic uses {label} without GPUDirect RDMA{where_text}{extra}: "
                            "data is staged through host memory", fix=_gdr_fix(r, t),
                    **where_of(why[0] if why else None, comm, host), evidence=quoted(why + lines))
+
+
+def _gdr_reads_off_finding(r: ParseResult, label: str, lines: list[Evidence], comm: Comm | None,
+                           host: str | None) -> Finding:
+    """ND101 PASS: GDR on every receive, off on sends only, as NCCL decides it (``gdr_reads_off``)."""
+    read = setting(r, "NCCL_NET_GDR_READ")
+    why = (f"NCCL_NET_GDR_READ={read} turns it off for sends" if read == "0" else
+           "NCCL turns GDR reads off for sends on pre-Ampere GPUs without NVLink between them (NCCL_NET_GDR_READ "
+           "unset; =1 forces them)")
+    shown = by_position(net_lines(r, inter=True, gdr=True)[:1] + net_lines(r, inter=True, gdr=False)[:1])
+    return finding(code=Code.INTER_NODE_TRANSPORT_OK, severity=Severity.PASS,
+                   message=f"inter-node traffic uses {label} with GPUDirect RDMA on receives; sends are staged "
+                           f"through host memory by design: {why}",
+                   **where_of(lines[0] if lines else None, comm, host),
+                   evidence=quoted([ev for _, ev in shown] + lines, 3))
 
 
 def _gdr_fix(r: ParseResult, t: str) -> str:

@@ -64,7 +64,8 @@ class Tr(StrEnum):
 
 # ("intra", token) / ("net" | "collnet", net name, GDR)
 TransportKey = tuple[str, str] | tuple[str, str, bool]
-NetKey = tuple[str | None, int | None, str, bool]  # (host, peer rank, net name, GDR)
+# (host, peer rank, net name, GDR, side: "send", "receive" or "" where the line does not say)
+NetKey = tuple[str | None, int | None, str, bool, str]
 
 
 @dataclass

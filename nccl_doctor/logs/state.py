@@ -44,6 +44,7 @@ class ParserState:
         self._held_lineno = 0
         self._unidentified: Comm | None = None
         self._orphans: list[Comm] = []
+        self._misfits: dict[Proc, Comm] = {}  # per process: channel lines none of its known comms can hold
         self._noop: dict[str, bool] = {}  # INFO message -> "_info does nothing with it" (see _noop_message)
         # INFO message -> what it says, whoever printed it (see _remember): a network or plugin name, a setting
         self._names: dict[str, str | None] = {}

@@ -57,7 +57,7 @@ def split_net(comm: Comm) -> tuple[Counter[str], Counter[bool], Counter[str]]:
     inter: Counter[str] = Counter()
     gdr: Counter[bool] = Counter()
     loop: Counter[str] = Counter()
-    for (host, peer, name, has_gdr), n in comm.net.items():
+    for (host, peer, name, has_gdr, _), n in comm.net.items():
         peer_host = comm.rank_host.get(peer) if peer is not None else None
         if comm.nnodes == 1 or (peer_host is not None and peer_host == host):
             loop[name] += n
@@ -170,9 +170,30 @@ def inter_peer(comm: Comm, host: str | None, peer: int | None) -> bool:
 def inter_connections(r: ParseResult) -> Iterator[tuple[Comm, str | None, str, bool, int]]:
     """(comm, host, net name, GDR, connections) of every inter-node ``via NET/...`` key, by ``split_net``'s rule."""
     for comm in r.comms.values():
-        for (host, peer, name, has_gdr), n in comm.net.items():
+        for (host, peer, name, has_gdr, _), n in comm.net.items():
             if inter_peer(comm, host, peer):
                 yield comm, host, name, has_gdr, n
+
+
+def gdr_reads_off(r: ParseResult, family: str) -> bool:
+    """True when the only inter-node RDMA connections without GPUDirect RDMA are sends, from hosts whose
+    receives use it: NCCL's own choice, not a missing GDR. ``ncclTopoCheckGdr`` (src/graph/paths.cc) is asked
+    with read=1 for a send (the NIC reads GPU memory) and, unless NCCL_NET_GDR_READ=1, leaves GDR off there on
+    GPUs older than Ampere (compute capability < 8.0) without NVLink to another GPU, or everywhere with
+    NCCL_NET_GDR_READ=0; it prints nothing about it."""
+    sends_off: set[str | None] = set()
+    receives_on: set[str | None] = set()
+    for comm in r.comms.values():
+        for host, peer, name, has_gdr, side in comm.net:
+            if is_socket(name) or net_family(name, r) != family or not inter_peer(comm, host, peer):
+                continue
+            if not has_gdr:
+                if side != "send":
+                    return False
+                sends_off.add(host)
+            elif side == "receive":
+                receives_on.add(host)
+    return bool(sends_off) and sends_off <= receives_on
 
 
 def by_position(found: list[Located]) -> list[Located]:

@@ -88,6 +88,7 @@ class Head:
         self.node.mark(Stage.RENDEZVOUS, t_rdzv)
         report = Report(command="preflight")
         report.data.update(plan_data(self.plan))
+        report.notes.extend(self.node.setting_notes())
         missing = [self.plan.hosts[i] for i, n in enumerate(nodes) if n is None]
         self.node.absent |= {i for i, n in enumerate(nodes) if n is None}
         if missing:
@@ -206,6 +207,9 @@ class Head:
         else:
             report.add(rank_failed(self.plan, report, backend, pic, errors=errors, local_dead=local_dead))
         report.data["stage"] = pic.stage
+        used = self.node.used_backend()
+        if used is not None:  # what the ranks ran, as a finished run's data says it (rank 0's result)
+            report.data["backend"] = used
         report.data["ranks"] = [{"rank": r, "host": self.plan.host_of(r), "stage": st.stage}
                                 for r, st in enumerate(states)]
         self.node.say(f"FAILED in stage {pic.stage}")

@@ -19,7 +19,9 @@ from nccl_doctor.cluster import (
     gloo_iface_to,
     ignore_sigterm,
     kill_groups,
+    overridden,
     private_dir,
+    rank_env,
     sigterm_as_interrupt,
     visible_gpus,
 )
@@ -31,12 +33,15 @@ from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.probe import probe_this_node
 from nccl_doctor.preflight.protocol import (
     ACKS_KEY,
+    BACKEND_RECORD,
+    BACKEND_RECORD_ENV,
     TOTAL,
     VERDICT_KEY,
     LogSummary,
     NodePost,
     Stage,
     VerdictMessage,
+    recorded_backends,
 )
 from nccl_doctor.preflight.store import Store
 from nccl_doctor.preflight.verdict import NodeVerdict, alone, decide
@@ -186,7 +191,7 @@ class Launcher:
 
     def worker_env(self, local: int, gloo_iface: str | None) -> dict[str, str]:
         plan, log_dir = self.plan, self.log_dir or Path()
-        env = dict(self.env)
+        env = rank_env(self.env)  # NCCL connects at init, a timed-out collective raises (cluster/rankenv.py)
         env.update({
             WORKER_ENV: "1", "RANK": str(plan.node_rank * plan.nproc + local), "LOCAL_RANK": str(local),
             "WORLD_SIZE": str(plan.world_size), "LOCAL_WORLD_SIZE": str(plan.nproc),
@@ -194,13 +199,17 @@ class Launcher:
             "MASTER_PORT": str(plan.port), "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": NCCL_DEBUG_SUBSYS,
             "NCCL_DEBUG_FILE": str(log_dir / "%h.%p.log"),
             "NCCL_DOCTOR_FSDP_BASE": self.args.fsdp_smoke_dir or (os.getcwd() if plan.nnodes > 1 else ""),
-            "NCCL_DOCTOR_DCP_RECORD": str(log_dir / DCP_RECORD),
+            "NCCL_DOCTOR_DCP_RECORD": str(log_dir / DCP_RECORD), BACKEND_RECORD_ENV: str(log_dir / BACKEND_RECORD),
         })
         env.setdefault("OMP_NUM_THREADS", "1")
         env.setdefault("PYTHONWARNINGS", "ignore")
         if gloo_iface:
             env["GLOO_SOCKET_IFNAME"] = gloo_iface
         return env
+
+    def setting_notes(self) -> list[str]:
+        """The user's own values ``rank_env`` replaced for our ranks (said in the report)."""
+        return overridden(self.env)
 
     def spawn_workers(self) -> None:
         gloo_iface = None
@@ -222,7 +231,14 @@ class Launcher:
         return [i for i, p in enumerate(self.procs) if p.poll() not in (None, 0)]
 
     def backend(self) -> Backend:
-        return Backend.GLOO if self.args.cpu or not visible_gpus(self.env) else Backend.NCCL
+        """The backend this node's ranks ran; until one has recorded it, the one its GPUs suggest."""
+        return self.used_backend() or (Backend.GLOO if self.args.cpu or not visible_gpus(self.env) else Backend.NCCL)
+
+    def used_backend(self) -> Backend | None:
+        """The backend this node's ranks recorded after init (``protocol.record_backend``); None before."""
+        used = recorded_backends(self.log_dir) if self.log_dir is not None else set()
+        known = [b for b in Backend if b.value in used]
+        return known[0] if len(known) == 1 else None
 
     def nccl_logs(self) -> LogSummary:
         return nccl_log_summary(self.log_dir or Path(), self.backend(), host=self.plan.host)

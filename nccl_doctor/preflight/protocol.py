@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nccl_doctor.enums import StrEnum
@@ -35,6 +36,27 @@ LOGS_WANTED_KEY = "logs/wanted"
 VERDICT_KEY = "verdict"
 ACKS_KEY = "acks"
 PG_PREFIX = "pg"  # the ranks' process group keys, apart from ours
+# not in the store: each rank writes the backend it really runs to <this env's value>.<rank> on its own node
+# (the launcher's private log dir), so a node reports what ran, not what its /dev/nvidia* suggested
+BACKEND_RECORD_ENV = "NCCL_DOCTOR_BACKEND_RECORD"
+BACKEND_RECORD = "backend"
+
+
+def record_backend(prefix: str, rank: int, device: str) -> None:
+    """A rank's record of its backend: NCCL on a CUDA device, Gloo on the CPU."""
+    Path(f"{prefix}.{rank}").write_text("nccl" if device.startswith("cuda") else "gloo")
+
+
+def recorded_backends(log_dir: Path) -> set[str]:
+    """The backends this node's ranks recorded (empty: none got as far as init)."""
+    return {text for path in log_dir.glob(f"{BACKEND_RECORD}.*") if (text := _read(path))}
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def node_key(node: int) -> str:
@@ -162,21 +184,26 @@ class NodePost:
 
 @dataclass(frozen=True, kw_only=True)
 class RankError:
-    """``error/<rank>``: the stage a rank was in when it failed, and the error's text."""
+    """``error/<rank>``: the stage a rank was in when it failed, and the error's text; for an error that knows
+    its own cause (bench's ``CudaUnusable``) also its finding code and fix."""
 
     stage: str
     error: str
+    fix: str = ""
+    code: str = ""
 
     def first_line(self) -> str:
         return self.error.splitlines()[0] if self.error else "?"
 
     def to_json(self) -> str:
-        return json.dumps({"stage": self.stage, "error": self.error})
+        extra = {k: v for k, v in (("fix", self.fix), ("code", self.code)) if v}
+        return json.dumps({"stage": self.stage, "error": self.error, **extra})
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RankError:
         d = _load(text)
-        return cls(stage=str(d.get("stage") or ""), error=str(d.get("error") or ""))
+        return cls(stage=str(d.get("stage") or ""), error=str(d.get("error") or ""), fix=str(d.get("fix") or ""),
+                   code=str(d.get("code") or ""))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -147,7 +147,7 @@ def explained_by(report: Report, nnodes: int, backend: Backend, error: str = "ti
     uses (or that setting differing between nodes) names the node to look at. Empty on one node, for
     errors that are not about connecting (memory, CUDA), or when no finding explains it."""
     var = "GLOO_SOCKET_IFNAME" if backend == Backend.GLOO else "NCCL_SOCKET_IFNAME"
-    if nnodes < 2 or not any(w in error for w in CONNECT_WORDS):
+    if nnodes < 2 or not about_connecting(error):
         return Explanation()
     why = [f for f in report.findings if f.severity is not Severity.PASS and f.where.host and (
            f.code in EXPLAINS_RANK_FAILURES[backend] or (f.code == Code.SETTING_MISMATCH and var in f.message))]
@@ -169,17 +169,39 @@ def timed_out(plan: NodePlan, report: Report, backend: Backend, pic: RankPicture
                    host=ex.hosts or hosts_text(plan.host_of(r) for r in pic.behind) or None)
 
 
+def about_connecting(error: str) -> bool:
+    """Whether a rank's error is about reaching other ranks (not memory, CUDA or a bug)."""
+    return any(w in error for w in CONNECT_WORDS)
+
+
 def rank_failed(plan: NodePlan, report: Report, backend: Backend, pic: RankPicture, *,
                 errors: dict[int, RankError], local_dead: list[int]) -> Finding:
+    cuda = sorted(r for r, e in errors.items() if e.code == Code.CUDA_UNUSABLE)
+    if cuda:  # the ranks that could not start CUDA explain the others, left waiting for them in init
+        return cuda_unusable(plan, pic, errors, cuda)
     first = min(errors) if errors else None
     where = plan.host_of(first) if first is not None else plan.host
     why = (errors[first].error.splitlines()[0] if first is not None and errors[first].error
            else f"local {'rank' if len(local_dead) == 1 else 'ranks'} {local_dead} exited")
     ex = explained_by(report, plan.nnodes, backend, why)
+    fix = ex.fix or (fix_for(pic.stage) if about_connecting(why) else DEFAULT_FIX)
     return finding(Code.STAGE_FAILED, Severity.FAIL,
                    f"stage {pic.stage} failed on rank {first} ({where}): {why}"
                    + (f"; ranks that had not arrived: {pic.behind_text}" if pic.behind_text else "") + ex.text,
-                   ex.fix or fix_for(pic.stage), host=ex.hosts or where, rank=first, evidence=pic.evidence)
+                   fix, host=ex.hosts or where, rank=first, evidence=pic.evidence)
+
+
+def cuda_unusable(plan: NodePlan, pic: RankPicture, errors: dict[int, RankError], ranks: list[int]) -> Finding:
+    """ND313: GPUs were expected on these ranks' nodes and CUDA could not serve them (bench's ``device.choose``):
+    CUDA's own error and its fix, on the nodes it happened on."""
+    first = ranks[0]
+    error = errors[first]
+    reason = error.first_line().removeprefix("CudaUnusable: ")
+    hosts = hosts_text(plan.host_of(r) for r in ranks)
+    more = f" (and {plural(len(ranks) - 1, 'more rank')} on {hosts})" if len(ranks) > 1 else ""
+    return finding(Code.CUDA_UNUSABLE, Severity.FAIL,
+                   f"stage {pic.stage}: rank {first} ({plan.host_of(first)}) cannot use CUDA{more}: {reason}",
+                   error.fix or DEFAULT_FIX, host=hosts, rank=first, evidence=pic.evidence)
 
 
 # --- nodes ------------------------------------------------------------------------------------------

@@ -18,11 +18,21 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from nccl_doctor.bench import Group, Op, build_report, coverage, format_size, judge, measured_nothing
+from nccl_doctor.bench import (
+    CudaUnusable,
+    Group,
+    Op,
+    build_report,
+    coverage,
+    format_size,
+    judge,
+    measured_nothing,
+)
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight import store as stores
 from nccl_doctor.preflight.fsdp_smoke import run_smoke
 from nccl_doctor.preflight.protocol import (
+    BACKEND_RECORD_ENV,
     BENCH_PREFIX,
     ERRORS_KEY,
     PG_PREFIX,
@@ -32,6 +42,7 @@ from nccl_doctor.preflight.protocol import (
     Stage,
     StageMark,
     error_key,
+    record_backend,
     stage_key,
 )
 from nccl_doctor.preflight.store import Store
@@ -68,14 +79,16 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         stage(Stage.INIT)
         device = _init(args, env, store)
+        if env.get(BACKEND_RECORD_ENV):
+            record_backend(env[BACKEND_RECORD_ENV], rank, device)
         result = _work(args, env, stage, device)
         if rank == 0:
             store.set(RESULT_KEY, result.to_json())
         stage(Stage.DONE)
         code = 0
-    except Exception as exc:
+    except Exception as exc:  # DistBackendError of a timed-out NCCL collective too (TORCH_NCCL_BLOCKING_WAIT=1)
         try:
-            store.set(error_key(rank), RankError(stage=stage.current, error=f"{type(exc).__name__}: {exc}").to_json())
+            store.set(error_key(rank), rank_error(stage.current, exc).to_json())
             store.add(ERRORS_KEY, 1)  # node 0 polls this one counter, not every rank's key
         except Exception:
             pass
@@ -83,6 +96,15 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # never wait on gloo/NCCL teardown of a broken group: the launcher has what it needs
+
+
+def rank_error(stage: str, exc: BaseException) -> RankError:
+    """``error/<rank>``: the error's text; CUDA that cannot serve this rank (bench's ``CudaUnusable``) also
+    brings its finding code (ND313) and its own fix, which node 0 reports instead of an interface fix."""
+    if isinstance(exc, CudaUnusable):
+        return RankError(stage=stage, error=f"{type(exc).__name__}: {exc.reason}", fix=exc.fix,
+                         code=Code.CUDA_UNUSABLE)
+    return RankError(stage=stage, error=f"{type(exc).__name__}: {exc}")
 
 
 def _init(args: argparse.Namespace, env: Mapping[str, str], store: Store) -> str:
@@ -193,7 +215,7 @@ def smoke_finding(everyone: list[dict[str, Any]], shape: str) -> Finding:
                        evidence=[f"rank {e['rank']} ({e['host']}): {p}" for e in bad for p in e["problems"]])
     losses = everyone[0]["losses"]
     return finding(Code.FSDP_SMOKE, Severity.PASS,
-                   f"FSDP2 fully_shard on the {shape} mesh: {len(losses)} bf16 steps (loss "
+                   f"FSDP2 fully_shard on the {shape} mesh: {len(losses)} bf16 steps on one fixed batch (loss "
                    f"{losses[0]:.3f} -> {losses[-1]:.3f}), DCP save/load round trip equal on "
                    f"all {len(everyone)} ranks")
 
