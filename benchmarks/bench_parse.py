@@ -2,17 +2,17 @@
 
 Generates the log of an N-node x 8-GPU job (default 4,096 nodes = 32,768 ranks; NCCL 2.21 format,
 IB with GPUDirect RDMA) where every rank sits in three communicators: world, its node (intra-node)
-and its local-rank column across nodes (inter-node). Then reports, in one run:
+and its local-rank column across nodes (inter-node). Then reports, side by side in one run:
 
-- parse throughput (MB/s) and peak RSS of ``nccl-doctor parse --format json`` (a subprocess),
-- its time relative to a bare Python loop reading every line, and to ``grep -c "NCCL INFO"``,
-- wall time of ``nccl-doctor parse`` on a small real log (target < 0.3 s),
-- floors: the least any Python parser of this log must do (read and split it into lines; also look at
-  each line; one regex pass), as ratios to the same bare loop, to show where the 3x target sits.
+- ``parse --jobs 1`` (one process) against a bare Python loop reading every line (target <= 25x),
+- ``parse --jobs 2`` against ``--jobs 1`` (target >= 1.5x faster on 2 cores),
+- that both runs printed the same reports (JSON and JUnit, byte for byte),
+- the peak RSS of each run's whole process tree (main process, fork server and workers; target <= 500 MB),
 
-Targets: <= 3x the bare loop, peak RSS <= 500 MB.
+each run the best of ``--repeat`` (the box may be shared: say so with the figures). ``--details`` adds
+grep, the small real log, the floors of any Python parser and the phases of one in-process parse.
 
-    python benchmarks/bench_parse.py            # full size (hundreds of MB, a few minutes)
+    python benchmarks/bench_parse.py            # full size (hundreds of MB, a minute or two)
     python benchmarks/bench_parse.py --small    # 64 nodes, seconds
 """
 
@@ -205,11 +205,104 @@ def timed_child(cmd: list[str]) -> tuple[float, int, bytes, int]:
     return wall, usage.ru_maxrss * 1024, out, proc.returncode
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the fork server and its workers), from /proc."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def tree_run(cmd: list[str]) -> tuple[float, int, bytes, int]:
+    """(wall seconds, peak RSS of the whole process tree in bytes, stdout, exit code): the RSS of the child
+    and all its descendants, summed, sampled every 10 ms while it runs."""
+    import threading
+
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            peak[0] = max(peak[0], sum(_rss(p) for p in _tree(proc.pid)))
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    done.set()
+    th.join()
+    return wall, max(peak[0], usage.ru_maxrss * 1024), out, os.waitstatus_to_exitcode(status)
+
+
+_SPIN = "d = {}\nfor i in range(4_000_000):\n    d[i & 0xffff] = i"
+
+
+def core_scaling() -> float:
+    """How much more two CPU-bound Python processes get done at once than one: the ceiling of ``--jobs 2``
+    on this box right now (2.0 on two idle cores; less where other work or hyperthreads share them)."""
+    cmd = [sys.executable, "-c", _SPIN]
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    one = time.perf_counter() - t
+    t = time.perf_counter()
+    procs = [subprocess.Popen(cmd) for _ in range(2)]
+    for p in procs:
+        p.wait()
+    return 2 * one / (time.perf_counter() - t)
+
+
+def jobs_side_by_side(path: Path, bare: float, repeat: int) -> tuple[bool, dict]:
+    """``--jobs 1`` and ``--jobs 2``, alternating, best of ``repeat`` each: times, ratios, identity, tree RSS."""
+    runs: dict[int, list[tuple[float, int]]] = {1: [], 2: []}
+    outs: dict[int, bytes] = {}
+    for _ in range(repeat):
+        for jobs in (1, 2):
+            junit = OUT / f"junit-jobs{jobs}.xml"
+            cmd = [sys.executable, "-m", "nccl_doctor", "parse", "--format", "json", "--junit-out", str(junit),
+                   "--jobs", str(jobs), str(path)]
+            wall, rss, out, rc = tree_run(cmd)
+            if rc not in (0, 1):
+                print(f"--jobs {jobs}: exit {rc}")
+                return False, {}
+            runs[jobs].append((wall, rss))
+            outs[jobs] = out + junit.read_bytes()
+    w1, w2 = min(runs[1])[0], min(runs[2])[0]
+    same = outs[1] == outs[2]
+    size = path.stat().st_size / 1e6
+    print(f"--jobs 1: {w1:.2f} s ({size / w1:.0f} MB/s) = {w1 / bare:.1f}x the bare loop (target <= 25x); "
+          f"peak tree RSS {max(r for _, r in runs[1]) / 1e6:.0f} MB")
+    print(f"--jobs 2: {w2:.2f} s ({size / w2:.0f} MB/s) = {w1 / w2:.2f}x faster than --jobs 1 (target >= 1.5x); "
+          f"peak tree RSS {max(r for _, r in runs[2]) / 1e6:.0f} MB (target <= 500 MB)")
+    print(f"reports of --jobs 1 and --jobs 2 (JSON + JUnit): {'identical' if same else 'DIFFERENT'}; "
+          f"all runs (s): --jobs 1 {[round(w, 2) for w, _ in runs[1]]}, --jobs 2 {[round(w, 2) for w, _ in runs[2]]}")
+    return same, json.loads(outs[2][:len(outs[2]) - len(junit.read_bytes())])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", action="store_true", help="64 nodes instead of 4,096 (quick run)")
     ap.add_argument("--nodes", type=int, help="number of nodes (8 GPUs each)")
     ap.add_argument("--keep", action="store_true", help="reuse an existing generated log")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each --jobs setting (the best is shown)")
+    ap.add_argument("--details", action="store_true", help="also grep, the small log, floors and phases")
     args = ap.parse_args(argv)
     nodes = args.nodes or (64 if args.small else 4096)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -222,26 +315,28 @@ def main(argv: list[str] | None = None) -> int:
     with open(path, "rb") as fh:
         nlines = sum(1 for _ in fh)
     print(f"log: {nodes} nodes x {GPUS} GPUs = {nodes * GPUS} ranks, 3 communicators per rank, "
-          f"{size / 1e6:.1f} MB, {nlines} lines")
+          f"{size / 1e6:.1f} MB, {nlines} lines; {os.cpu_count()} CPUs, load average "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} (other work on the box slows every figure)")
+    bare = min(bare_loop(path) for _ in range(3))
+    print(f"bare Python line loop: {bare:.2f} s")
+    print(f"this box now: two CPU-bound processes at once do {core_scaling():.2f}x the work of one "
+          "(2.00 on two idle cores): the ceiling of --jobs 2")
+    same, doc = jobs_side_by_side(path, bare, args.repeat)
+    ok = bool(doc) and (doc.get("inter_node") == {"transport": "IB", "gdr": True, "evidence": "channel lines"}
+          and doc["ranks"]["count"] == nodes * GPUS and len(doc["communicators"]) == 1 + nodes + GPUS)
+    print(f"result {'correct' if ok else 'WRONG'}")
+    if args.details:
+        details(path, bare, nlines)
+    return 0 if ok and same else 1
 
-    bare = min(bare_loop(path) for _ in range(2))
+
+def details(path: Path, bare: float, nlines: int) -> None:
     t = time.perf_counter()
     # capture stdout: GNU grep stops at the first match when its output is /dev/null
     subprocess.run(["grep", "-c", "NCCL INFO", str(path)], stdout=subprocess.PIPE, check=False)
     grep = time.perf_counter() - t
-    cmd = [sys.executable, "-m", "nccl_doctor", "parse", "--format", "json", str(path)]
-    wall, rss, out, rc = timed_child(cmd)
-    doc = json.loads(out)
-    ok = (doc["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines"}
-          and doc["ranks"]["count"] == nodes * GPUS and len(doc["communicators"]) == 1 + nodes + GPUS)
+    print(f"grep -c 'NCCL INFO': {grep:.2f} s")
     small = min(timed_child([sys.executable, "-m", "nccl_doctor", "parse", str(SMALL_LOG)])[0] for _ in range(3))
-
-    print(f"nccl-doctor parse --format json: {wall:.2f} s, {size / 1e6 / wall:.0f} MB/s, "
-          f"peak RSS {rss / 1e6:.0f} MB, exit {rc}, result {'correct' if ok else 'WRONG'} "
-          f"({doc['inter_node']['transport']}, {doc['ranks']['count']} ranks, {len(doc['communicators'])} comms)")
-    print(f"bare Python line loop: {bare:.2f} s  -> parse is {wall / bare:.1f}x (target <= 3x)")
-    print(f"grep -c 'NCCL INFO':   {grep:.2f} s  -> parse is {wall / grep:.1f}x")
-    print(f"peak RSS {rss / 1e6:.0f} MB (target <= 500 MB)")
     print(f"small log ({SMALL_LOG.name}): {small:.3f} s wall (target < 0.3 s)")
     fl = floors(path)
     print("floors (s, in process; x the bare loop): "
@@ -250,7 +345,6 @@ def main(argv: list[str] | None = None) -> int:
     n_careful = ph.pop("careful lines")
     print("phases (s, in process): " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items())
           + f"; careful path took {n_careful} of {nlines} lines ({100 * n_careful / nlines:.1f}%)")
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

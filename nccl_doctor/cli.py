@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
 from nccl_doctor import __version__
 from nccl_doctor.errors import DoctorError
 from nccl_doctor.files import check_output, stream_target, write_file
-from nccl_doctor.outcome import CommandModule, Outcome
+from nccl_doctor.outcome import CommandModule, Listing, Outcome
 from nccl_doctor.render import make_console, render_json, render_junit, render_text
 from nccl_doctor.report import Report, exit_code
 
@@ -76,18 +78,22 @@ def write_output(path: Path, text: str, *, inputs: tuple[Path, ...] = ()) -> Non
         raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _write_stdout(write: Callable[[], object]) -> None:
+    """Stdout first, so the output is never lost to a file error; a reader that left (``| head``) is no error:
+    the verdict still decides the exit code."""
+    try:
+        write()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def emit(report: Report, args: argparse.Namespace, inputs: tuple[Path, ...]) -> int:
     """Render to stdout first (the report is never lost), then the files. The exit code is the
     verdict's; a file that cannot be written raises ``DoctorError``."""
-    try:
-        if args.format == "json":
-            sys.stdout.write(render_json(report))
-        else:
-            render_text(report, make_console(sys.stdout))
-        sys.stdout.flush()
-    except BrokenPipeError:  # `nccl-doctor probe | head`: the reader left; the verdict still decides
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    _write_stdout(lambda: sys.stdout.write(render_json(report)) if args.format == "json"
+                  else render_text(report, make_console(sys.stdout)))
     if args.json_out:
         write_output(args.json_out, render_json(report), inputs=inputs)
     if args.junit_out:
@@ -113,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def finish(outcome: Outcome, args: argparse.Namespace, inputs: tuple[Path, ...]) -> int:
     """Render the outcome's report (if any), then let the command close with the code it came to."""
+    if outcome.listing is not None:
+        return emit_listing(outcome.listing, args, inputs)
     if outcome.report is None:
         return outcome.exit_code
     try:
@@ -120,6 +128,15 @@ def finish(outcome: Outcome, args: argparse.Namespace, inputs: tuple[Path, ...])
     except DoctorError as exc:
         code = _error(args, exc)
     return outcome.after_render(code) if outcome.after_render else code
+
+
+def emit_listing(listing: Listing, args: argparse.Namespace, inputs: tuple[Path, ...]) -> int:
+    """A listing to stdout (text, or its JSON document), and its document to ``--json-out``; 0."""
+    document = json.dumps(listing.document, indent=2) + "\n"
+    _write_stdout(lambda: sys.stdout.write(document if args.format == "json" else listing.text))
+    if args.json_out:
+        write_output(args.json_out, document, inputs=inputs)
+    return 0
 
 
 def _error(args: argparse.Namespace, exc: DoctorError) -> int:

@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from nccl_doctor.report import Report
 
@@ -17,8 +17,18 @@ AfterRender = Callable[[int], int]
 
 
 @dataclass(frozen=True, kw_only=True)
+class Listing:
+    """Output that is not a verdict (``parse --explain-unknown``): ``text`` for people, ``document`` for
+    tools (``--format json``, ``--json-out``). No findings, so no JUnit; the exit code is 0."""
+
+    text: str
+    document: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
-    """A report to render, or (``report`` None) a process that renders nothing and exits with ``exit_code``.
+    """A report to render, a listing to print, or (neither) a process that renders nothing and exits with
+    ``exit_code``.
 
     ``after_render`` is told the exit code the rendering came to (2 when a file could not be written, the
     CLI having said why) and returns the process's final code: a bench rank records it for its launcher, a
@@ -26,12 +36,17 @@ class Outcome:
     """
 
     report: Report | None = None
+    listing: Listing | None = None
     exit_code: int = 0
     after_render: AfterRender | None = None
 
     @classmethod
     def of(cls, report: Report, *, after_render: AfterRender | None = None) -> Outcome:
         return cls(report=report, after_render=after_render)
+
+    @classmethod
+    def of_listing(cls, listing: Listing) -> Outcome:
+        return cls(listing=listing)
 
     @classmethod
     def exit(cls, code: int) -> Outcome:

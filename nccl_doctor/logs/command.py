@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 
 from nccl_doctor.errors import InputError
+from nccl_doctor.logs.catalog import explain_unknown, load, unknowns_listing
 from nccl_doctor.logs.diagnose import diagnose
+from nccl_doctor.logs.parallel import default_jobs, parse_paths_parallel
 from nccl_doctor.logs.parser import no_nccl_message, parse_paths
 from nccl_doctor.logs.reader import STDIN
 from nccl_doctor.outcome import Outcome
@@ -15,6 +17,22 @@ from nccl_doctor.outcome import Outcome
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="log files, .gz files, directories (every file inside) or - for stdin")
+    parser.add_argument("--explain-unknown", action="store_true",
+                        help="instead of a report, list the NCCL lines that match no format of NCCL's own "
+                             "source (grouped and counted), to send to the maintainers")
+    parser.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                        help="processes that parse a large log's byte ranges (default: the usable cores, for "
+                             "inputs large enough that it pays; 1: one process); the report is the same")
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of processes >= 1, got {text!r}")
+    return n
 
 
 def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
@@ -22,7 +40,22 @@ def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    result = parse_paths(args.paths)
+    if args.explain_unknown:
+        return _explain_unknown(args)
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    result = parse_paths(args.paths) if jobs == 1 else parse_paths_parallel(args.paths, jobs=jobs)[0]
     if not result.has_nccl:
         raise InputError(no_nccl_message(result))
     return Outcome.of(diagnose(result))
+
+
+def _explain_unknown(args: argparse.Namespace) -> Outcome:
+    """``parse --explain-unknown``: a listing, exit 0 (2 when the input has no NCCL line; a listing has no
+    findings, so ``--junit-out`` is refused)."""
+    if args.junit_out:
+        raise InputError("--junit-out: --explain-unknown lists lines, it has no test results to write")
+    catalog = load()
+    found = explain_unknown(args.paths, catalog)
+    if found.nccl_lines == 0:
+        raise InputError(f"{' '.join(args.paths)}: no NCCL INFO/WARN lines")
+    return Outcome.of_listing(unknowns_listing(found, catalog))

@@ -46,6 +46,8 @@ class CommLines(ParserState):
         src_text, dst_text, direction, tr = m.groups()
         src = int(src_text)
         dst = int(dst_text) if dst_text is not None else None
+        if direction is None and dst == mem.rank and src != dst and tr.startswith("NET/"):
+            direction = "receive"  # NCCL <= 2.3 prints NET ring lines on the receive side only, unmarked
         local, peer = (dst, src) if direction == "receive" else (src, dst)
         top = src if dst is None or dst < src else dst
         nranks = mem.comm.nranks
@@ -80,6 +82,8 @@ class CommLines(ParserState):
         else:
             token = INDIRECT_RE.sub("/indirect", tr) if "/indirect/" in tr else tr
             comm.intra[token] += 1
+            if len(comm.intra_src) < MAX_RANKS_PER_COMM:
+                comm.intra_src.add(src)
             tkey = (_INTRA, token)
         evs = comm.tr_first.get(tkey)
         if evs is None:
@@ -158,8 +162,11 @@ class CommLines(ParserState):
             mem.started = True
         elif complete:
             comm.complete += 1
+            self._recover(proc)  # error traces before this were handled by NCCL
             if not mem.started:
                 proc.cur = None  # <= 2.17: the next comm's channel lines come before its init line
+        elif msg.endswith("Destroy COMPLETE"):  # ncclCommDestroy: the run finished (an abort is not recovery)
+            self._recover(proc)
         return True
 
     def _membership(self, proc: Proc, ptr: str | None, comm_id: str | None, rank: int, nranks: int, *,

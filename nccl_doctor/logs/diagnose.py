@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from nccl_doctor.codes import Code
 from nccl_doctor.logs.errorfindings import behind_finding, error_findings, trace_finding, watchdog_findings
+from nccl_doctor.logs.evidence import collnet_setup
 from nccl_doctor.logs.model import OFI_PLUGIN, UNKNOWN_HOST, Comm, Evidence, Fact, ParseResult
 from nccl_doctor.logs.transports import (
     InterNode,
     Transport,
     by_position,
+    comm_hosts_by_family,
     fact_lines,
     gdr_reads_off,
     inter_connections,
@@ -27,6 +29,7 @@ from nccl_doctor.logs.transports import (
     is_socket,
     net_family,
     net_lines,
+    no_ib_hosts,
     static_transport_lines,
 )
 from nccl_doctor.logs.view import show
@@ -165,7 +168,9 @@ def _socket_finding(r: ParseResult, lines: list[Evidence], comm: Comm | None, ho
 
 def _socket_beside_rdma(r: ParseResult, label: str) -> Finding | None:
     """ND102 for communicators or hosts whose inter-node connections use NET/Socket while the rest of the job
-    uses RDMA: the job-wide transport is the most used one and would hide them."""
+    uses RDMA: the job-wide transport is the most used one and would hide them. The node whose own lines say
+    it has no IB (``no_ib_hosts``) is named first, its ring neighbours as affected; a communicator whose hops
+    use RDMA on some nodes and Socket on others is named mixed, with the hosts of each."""
     comms: dict[str, Comm] = {}
     hosts: set[str] = set()
     for comm, host, name, _, _ in inter_connections(r):
@@ -179,21 +184,45 @@ def _socket_beside_rdma(r: ParseResult, label: str) -> Finding | None:
     first_comm, first = shown[0] if shown else (None, None)
     names = [k for k in comms if k != "unidentified"]
     which = f"communicator{'s' if len(names) > 1 else ''} {', '.join(names[:5])}" if names else "some connections"
-    no_dev = sorted(h for h in hosts if h in r.ib_no_device)
+    in_comms = hosts.union(*(c.hosts for c in comms.values()))
+    no_dev = sorted(h for h in no_ib_hosts(r) if h in in_comms)
+    mixed = [c for c in comms.values()
+             if c.key != "unidentified" and comm_hosts_by_family(c, r).keys() - {Transport.SOCKET}]
+    parts = "; ".join(f"{fam} on {hosts_text(hs)}" for fam, hs in sorted(comm_hosts_by_family(mixed[0], r).items())) \
+        if mixed else ""
+    mixed_text = f" (communicator {mixed[0].key} is mixed: {parts})" if mixed else ""
     if no_dev:
-        fix = (f"NCCL found no IB device on {hosts_text(no_dev)} (NET/IB : No device found.): run `ibstat` there "
-               "(ports ACTIVE) and check that the container sees /dev/infiniband")
-    else:
-        fix = ("these communicators chose another network than the rest: give every process the same NCCL_NET, "
-               "NCCL_IB_DISABLE and NCCL_IB_HCA (and no netName in the ncclConfig_t of ncclCommInitRankConfig/"
-               "ncclCommSplit), then compare `Using network` lines per host")
+        affected = sorted(hosts - set(no_dev))
+        one = len(no_dev) == 1
+        cause = (f": {hosts_text(no_dev)} {'has' if one else 'have'} no IB device ({'its' if one else 'their'} own "
+                 "lines say NET/IB : No device found or Using network Socket)"
+                 + (f"; {'its' if one else 'their'} ring {'neighbour' if len(affected) == 1 else 'neighbours'} "
+                    f"{hosts_text(affected)} {'is' if len(affected) == 1 else 'are'} affected" if affected else ""))
+        said = [h for h in no_dev if h in r.ib_no_device] or no_dev
+        fix = (f"NCCL found no IB device on {hosts_text(said)} "
+               f"({'NET/IB : No device found.' if said[0] in r.ib_no_device else 'Using network Socket'}): run "
+               "`ibstat` there (ports ACTIVE) and check that the container sees /dev/infiniband")
+        own = [ev for h in no_dev[:1] for ev in (r.ib_no_device.get(h), _socket_network_line(r, h)) if ev]
+        return finding(
+            code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
+            message=f"inter-node traffic of {which}{on_hosts(hosts)} uses TCP sockets (NET/Socket) while the rest "
+                    f"of the job uses {label}{cause}{mixed_text}",
+            fix=fix, **where_of(own[0] if own else first, first_comm, no_dev[0]),
+            evidence=quoted(own[:1] + [ev for _, ev in shown[:2]]))
+    fix = ("these communicators chose another network than the rest: give every process the same NCCL_NET, "
+           "NCCL_IB_DISABLE and NCCL_IB_HCA (and no netName in the ncclConfig_t of ncclCommInitRankConfig/"
+           "ncclCommSplit), then compare `Using network` lines per host")
     return finding(
         code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
         message=f"inter-node traffic of {which}{on_hosts(hosts)} uses TCP sockets (NET/Socket) "
-                "while the rest of the job "
-                f"uses {label}",
-        fix=fix, **where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]
-                                                                  + [r.ib_no_device[h] for h in no_dev[:1]]))
+                f"while the rest of the job uses {label}{mixed_text}",
+        fix=fix, **where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]))
+
+
+def _socket_network_line(r: ParseResult, host: str) -> Evidence | None:
+    """The host's own ``Using network Socket`` line, when it is the one kept."""
+    ev = r.facts.get(f"{Fact.NETWORK_}{Transport.SOCKET}")
+    return ev if ev is not None and ev.host == host else None
 
 
 def _gdr_finding(r: ParseResult, t: str, label: str, lines: list[Evidence], host: str | None) -> Finding:
@@ -269,9 +298,12 @@ def _intra_findings(r: ParseResult, inter: InterNode, intra: list[str]) -> list[
             **where_of(first, first_comm, host), evidence=quoted([ev for _, ev in shown])))
     elif inter.transport == Transport.NONE and not intra:
         ev = any_line(r)
+        alone = bool(r.comms) and all(c.nranks == 1 for c in r.comms.values())
         out.append(finding(
             code=Code.TRANSPORT_NOT_VISIBLE, severity=Severity.WARN,
-            message="single-node job, but no channel line shows the intra-node transport",
+            message="every communicator has a single rank: no GPU exchanged data with another, so the network "
+                    "NCCL selected was never used" if alone else
+                    "single-node job, but no channel line shows the intra-node transport",
             fix="rerun with NCCL_DEBUG=INFO (Ray: RAY_DEDUP_LOGS=0) and let one collective run",
             **(where_of(ev, host=host) if ev else input_where(r, host)), evidence=quoted([ev] if ev else [])))
     elif inter.transport == Transport.NONE:
@@ -332,8 +364,11 @@ def _warning_findings(r: ParseResult) -> list[Finding]:
             fix = "CollNet/SHARP is unavailable: unset NCCL_ALGO=COLLNET or install/enable the SHARP plugin"
         elif "connect" in kind.lower():
             fix = "connections to peers are retried: check routing/firewall on the interface NCCL uses"
-        out.append(finding(code=Code.NCCL_WARNING, severity=Severity.WARN,
-                           message=f"NCCL warning x{g.count}{on_hosts(g.hosts)}: {g.text or kind}",
+        # NCCL gives CollNet/SHARP up and goes on over the point-to-point network: nothing degraded
+        gave_up = collnet_setup(g.text or kind)
+        out.append(finding(code=Code.NCCL_WARNING, severity=Severity.PASS if gave_up else Severity.WARN,
+                           message=f"NCCL warning x{g.count}{on_hosts(g.hosts)}: {g.text or kind}"
+                                   + ("; NCCL went on without CollNet" if gave_up else ""),
                            fix=fix, **group_where(g, host=first_host(g)),
                            evidence=group_evidence([g], 2)))
     return out

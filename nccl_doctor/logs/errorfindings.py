@@ -61,7 +61,7 @@ def _fix_class(category: str, g: Group) -> str:
             return "gid"
         return "mixed" if "incompatible" in text else ""
     if category == Category.CUDA:
-        return "oom" if "memory" in text else ""
+        return next((cls for cls, words in _CUDA_CLASSES if any(w in text for w in words)), "")
     if category == Category.NCCL_ERROR:
         return "ifname" if "family" in text or "Internal check" in text else ""
     return ""
@@ -98,8 +98,14 @@ _VERBS_FIX = {
 }
 
 
+# What selects a CUDA error's fix, first match wins: "illegal memory access" names memory but is no allocation
+_CUDA_CLASSES = (("illegal", ("illegal memory access", "illegal address")),
+                 ("oom", ("out of memory", "MemoryAllocation", "Cannot allocate memory")))
 _CUDA_FIX = {
     "": "check the GPU with `nvidia-smi` and the driver/CUDA versions (`nvidia-smi -q`, CUDA compat)",
+    "illegal": ("a kernel on this rank touched memory it does not own (model code, a custom kernel, or a faulty "
+                "GPU): rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel, and check `nvidia-smi -q` and dmesg "
+                "for Xid errors on that GPU; drain the node if it repeats on the same GPU"),
     "oom": ("the GPU ran out of memory while NCCL set up its buffers: free memory before creating communicators, "
             "or lower NCCL_BUFFSIZE / the number of channels (NCCL_MAX_NCHANNELS)"),
 }

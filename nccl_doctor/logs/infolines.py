@@ -4,10 +4,12 @@ message's first five characters."""
 
 from __future__ import annotations
 
+import string
 from collections import Counter
 from collections.abc import Callable
 
 from nccl_doctor.logs.commlines import CommLines
+from nccl_doctor.logs.evidence import retry_line, transport_hint
 from nccl_doctor.logs.model import MAX_SET, OFI_PLUGIN, UNKNOWN_HOST, Fact, Proc
 from nccl_doctor.logs.patterns import (
     GDR_GPU_RE,
@@ -52,6 +54,10 @@ class InfoLines(CommLines):
             self.result.retcodes[int(m.group(1))] += 1
             if m.group(1) != RETCODE_IN_PROGRESS:  # not an error
                 self._fact(Fact.RETCODE, proc, msg)
+                self._pending_trace(proc, int(m.group(1)))
+                hint = transport_hint(msg)
+                if hint is not None:
+                    self._fact(f"{Fact.HINT_}{hint}", proc, msg)
 
     def _setting(self, msg: str) -> None:
         try:
@@ -206,6 +212,31 @@ class InfoLines(CommLines):
     def _service(self, proc: Proc | None, msg: str) -> None:
         pass  # "[Service thread] Connection closed by localRank N": a consequence, never the cause
 
+    def _socket_info(self, proc: Proc | None, msg: str) -> None:
+        """``socketPollConnect: connect to X returned E, retrying (N/M) ...`` (misc/socket.cc 2.27+)."""
+        if retry_line(msg):
+            self._warn(proc, msg, info=True)
+
+    def _net_plugin_devices(self, proc: Proc | None, msg: str) -> None:
+        """``NET/<plugin> : Using [0]mlx5_bond_0:1/RoCE ...``: a net plugin built on IB verbs names its devices
+        the way NET/IB does, with their link layer (plugins of NVIDIA's net_ib lineage print this line)."""
+        r = self.result
+        host = proc.host if proc is not None else UNKNOWN_HOST
+        msg = clean(msg)
+        if "Using" not in msg:
+            return
+        devs = [f"{d}:{p}/{ll}" for d, p, ll in IBDEV_RE.findall(msg)]
+        if not devs:
+            return
+        name = msg[4:].split(":", 1)[0].strip().lower()
+        for layer in {d.rsplit("/", 1)[1] for d in devs}:
+            self._fact(f"{Fact.PLUGIN_LINK_}{name}/{layer}", proc, msg)
+        if host not in r.ib_devices:
+            r.ib_devices[host] = devs
+            for d in devs:
+                r.link_layers[d.rsplit("/", 1)[1]] += 1
+            self._fact(Fact.IB_DEVICES, proc, msg)
+
 
 Handler = Callable[[InfoLines, "Proc | None", str], None]
 
@@ -224,4 +255,8 @@ INFO_DISPATCH: dict[str, Handler] = {
     "NVLS ": InfoLines._nvls,
     "GPU D": InfoLines._gpu,
     "[Serv": InfoLines._service,
+    "socke": InfoLines._socket_info,
 }
+# every other "NET/<plugin name>" line: a plugin's own device list
+INFO_DISPATCH.update({f"NET/{c}": InfoLines._net_plugin_devices for c in string.ascii_letters
+                      if f"NET/{c}" not in INFO_DISPATCH})

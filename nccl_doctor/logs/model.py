@@ -2,6 +2,12 @@
 
 Plain dataclasses (no torch, no I/O). State grows with hosts, processes, ranks and communicators,
 never with the number of lines: every set and list here is capped by one of the ``MAX_*`` constants.
+
+Adding a field (here, or an attribute of the parser)? Give it a merge rule in ``merge.py`` (``RESULT_RULES``,
+``COMM_RULES``, ``GROUP_RULES``, ``PARSER_ATTRS``): how two ranges' values combine into what one sequential
+pass would hold (a sum, a union, the first one, ...), and a check for when they cannot (a cap reached).
+``parse --jobs N`` merges ranges parsed in parallel by these rules; tests/unit/logs/test_parallel_rules.py
+fails for a field without one.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ class Fact(StrEnum):
     GDR_HCA_ = "gdr-hca:"
     GDR_GPU_ = "gdr-gpu:"
     RING_GDR_ = "ring-gdr:"
+    PLUGIN_LINK_ = "plugin-link:"  # "plugin-link:<lower-case net name>/<link layer>": a plugin's own device list
+    HINT_ = "hint:"  # a transport family an error line or trace shows (``evidence.transport_hint``)
 
 
 class Tr(StrEnum):
@@ -120,6 +128,7 @@ class Comm:
     collnet: Counter[tuple[str, bool]] = field(default_factory=Counter)  # (net name, GDR) -> connections
     nvls: bool = False
     ring_gdr: set[int] = field(default_factory=set)  # from "Connected all rings, use ring PXN x GDR y"
+    intra_src: set[int] = field(default_factory=set)  # ranks that sent over an intra-node transport (capped)
     first: Evidence | None = None
     # the first few channel lines per transport (``TransportKey``) -> [(peer rank, evidence)], so each
     # transport finding can quote a line that shows it
@@ -135,6 +144,7 @@ class Comm:
         self.collnet.update(other.collnet)
         self.nvls = self.nvls or other.nvls
         self.ring_gdr |= other.ring_gdr
+        self.intra_src |= other.intra_src
         self.first = self.first or other.first
         for key, evs in other.tr_first.items():
             mine = self.tr_first.setdefault(key, [])

@@ -90,7 +90,7 @@ KIND_SUBS: list[tuple[re.Pattern[str], str]] = [
 
 # (category, pattern) for NCCL WARN messages; the first that matches wins; none: a warning, not fatal.
 WARN_RULES: list[tuple[Category, re.Pattern[str]]] = [
-    (Category.IB_COMPLETION, re.compile(r"Got completion")),
+    (Category.IB_COMPLETION, re.compile(r"Got completion|Unsupported completion status")),
     (Category.VERBS, re.compile(
         r"\bibv_\w+ failed|Unable to open device|incompatible devices|Call to ibv_|ibv_\w+\(\) failed")),
     (Category.NO_INTERFACE, re.compile(
@@ -102,7 +102,7 @@ WARN_RULES: list[tuple[Category, re.Pattern[str]]] = [
         r"|No route to host|Connection refused|Connection reset|socketPollConnect|socketStartConnect", re.I)),
     (Category.CUDA, re.compile(
         r"Cuda failure|CUDA error|Failed to CUDA|cuda\w* failed|out of memory|unhandled cuda", re.I)),
-    (Category.VERSION_MISMATCH, re.compile(r"Mismatched NCCL version")),
+    (Category.VERSION_MISMATCH, re.compile(r"Mismatched NCCL version|NCCL version mismatch")),
     (Category.NCCL_ERROR, re.compile(
         r"Failed to execute operation|internal error|system error|remote error|Invalid|Duplicate GPU"
         r"|does not loop back|does not contain rank|Bootstrap Root|network .* not found"

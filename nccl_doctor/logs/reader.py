@@ -14,7 +14,7 @@ import re
 import stat
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, cast
@@ -195,48 +195,69 @@ def read_blocks(source: Source, stats: ReadStats) -> Iterator[list[str]]:
     """
     fh = _open_binary(source)
     read = getattr(fh, "read1", fh.read)  # read1: a truncated .gz still yields all data before the damage
-    pending = b""  # the start of a line whose end was not read yet (< MAX_LINE bytes)
-    skipping = False  # inside an over-long line whose first MAX_LINE bytes were already yielded
     try:
-        while True:
-            try:
-                data = read(CHUNK)
-            except _READ_ERRORS as exc:
-                stats.error = _describe_read_error(exc)
-                return
-            if not data:
-                break
-            stats.bytes += len(data)
-            if skipping:
-                k = data.find(b"\n")
-                if k < 0:
-                    continue
-                data, skipping = data[k + 1:], False
-            data = pending + data if pending else data
-            k = data.rfind(b"\n")
-            if k < 0:  # no line end in this block: keep (at most MAX_LINE bytes of) the partial line
-                if len(data) >= MAX_LINE:
-                    stats.lines += 1
-                    stats.cut_lines += 1
-                    yield [_decode_line(data[:MAX_LINE])]
-                    pending, skipping = b"", True
-                else:
-                    pending = data
-                continue
-            pending = data[k + 1:]
-            lines = _split_block(data[:k], stats)
-            if len(pending) >= MAX_LINE:
-                stats.lines += 1
-                stats.cut_lines += 1
-                lines.append(_decode_line(pending[:MAX_LINE]))
-                pending, skipping = b"", True
-            yield lines
-        if pending:
-            stats.lines += 1
-            yield [_decode_line(pending)]
+        yield from _blocks(read, stats)
     finally:
         if source.path is not None:
             fh.close()
+
+
+def read_range_blocks(path: Path, start: int, end: int, stats: ReadStats) -> Iterator[list[str]]:
+    """``read_blocks`` of the bytes ``[start, end)`` of a regular, uncompressed file; ``start`` and
+    ``end`` lie at line starts (``parallel.py`` splits a file there), so the lines are the file's own."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        left = end - start
+
+        def read(n: int) -> bytes:
+            nonlocal left
+            data = fh.read(min(n, left)) if left > 0 else b""
+            left -= len(data)
+            return data
+
+        yield from _blocks(read, stats)
+
+
+def _blocks(read: Callable[[int], bytes], stats: ReadStats) -> Iterator[list[str]]:
+    """The lines of a byte stream, a list per block read (see ``read_blocks``)."""
+    pending = b""  # the start of a line whose end was not read yet (< MAX_LINE bytes)
+    skipping = False  # inside an over-long line whose first MAX_LINE bytes were already yielded
+    while True:
+        try:
+            data = read(CHUNK)
+        except _READ_ERRORS as exc:
+            stats.error = _describe_read_error(exc)
+            return
+        if not data:
+            break
+        stats.bytes += len(data)
+        if skipping:
+            k = data.find(b"\n")
+            if k < 0:
+                continue
+            data, skipping = data[k + 1:], False
+        data = pending + data if pending else data
+        k = data.rfind(b"\n")
+        if k < 0:  # no line end in this block: keep (at most MAX_LINE bytes of) the partial line
+            if len(data) >= MAX_LINE:
+                stats.lines += 1
+                stats.cut_lines += 1
+                yield [_decode_line(data[:MAX_LINE])]
+                pending, skipping = b"", True
+            else:
+                pending = data
+            continue
+        pending = data[k + 1:]
+        lines = _split_block(data[:k], stats)
+        if len(pending) >= MAX_LINE:
+            stats.lines += 1
+            stats.cut_lines += 1
+            lines.append(_decode_line(pending[:MAX_LINE]))
+            pending, skipping = b"", True
+        yield lines
+    if pending:
+        stats.lines += 1
+        yield [_decode_line(pending)]
 
 
 def _split_block(data: bytes, stats: ReadStats) -> list[str]:

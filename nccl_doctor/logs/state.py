@@ -8,9 +8,30 @@ current line is, the memo of messages already read, and the grouping of warnings
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import TypeVar
 
-from nccl_doctor.logs.model import MAX_GROUPS, MAX_SET, MIXED_PG, Category, Comm, ErrorKey, Evidence, ParseResult, Proc
+from nccl_doctor.logs.evidence import (
+    TORCH_CUDA_ERROR_RE,
+    async_fatal,
+    collnet_fallback,
+    collnet_setup,
+    fatal_beyond_rules,
+    teardown,
+    transport_hint,
+)
+from nccl_doctor.logs.model import (
+    MAX_GROUPS,
+    MAX_SET,
+    MIXED_PG,
+    Category,
+    Comm,
+    ErrorKey,
+    Evidence,
+    Fact,
+    ParseResult,
+    Proc,
+)
 from nccl_doctor.logs.patterns import (
     LAUNCHER_RANK_RE,
     PT_PG_RE,
@@ -49,6 +70,7 @@ class ParserState:
         # INFO message -> what it says, whoever printed it (see _remember): a network or plugin name, a setting
         self._names: dict[str, str | None] = {}
         self._settings: dict[str, tuple[str, str] | None] = {}
+        self._pending: dict[Proc, Counter[int]] = {}  # per process: error traces not yet known to be fatal
 
     def _ev(self, text: str, host: str | None = None, rank: int | None = None) -> Evidence:
         return Evidence(self.file, self.lineno, clean(text)[:EVIDENCE_CHARS], host, rank)
@@ -82,7 +104,22 @@ class ParserState:
         host = proc.host if proc is not None else None
         rank = proc.cur.rank if proc is not None and proc.cur is not None else None
         text = f"{host}: {msg}" if host else msg
-        retrying = info and "retrying" in msg  # "Call to connect returned ..., retrying": not fatal itself
+        hint = transport_hint(f"{src} {msg}" if src else msg)
+        if hint is not None:
+            self._fact(f"{Fact.HINT_}{hint}", proc, msg)
+        if teardown(msg):
+            return
+        if fatal_beyond_rules(msg):  # the last connect retry, socketFinalizeAccept: wrong type
+            self._error(Category.CONNECT, text, host, rank=rank, kind=warn_kind(msg), shown=msg)
+            return
+        if async_fatal(msg):
+            self.result.verbs_seen = True
+            self._error(Category.VERBS, text, host, rank=rank, kind=warn_kind(msg), shown=msg)
+            return
+        if collnet_fallback(msg) and proc is not None:
+            self._recover(proc)
+        # "Call to connect returned ..., retrying": not fatal itself; nor the CollNet set-up NCCL gives up
+        retrying = (info and "retrying" in msg) or collnet_setup(msg)
         for category, rx in WARN_RULES if not retrying else ():
             if rx.search(msg):
                 if category in (Category.IB_COMPLETION, Category.VERBS):
@@ -93,9 +130,32 @@ class ParserState:
         self.result.group(self.result.warnings, kind, Category.WARN, kind, self._ev(text, host, rank), host=host,
                           rank=rank, text=msg[:GROUP_TEXT_CHARS])
 
+    def _pending_trace(self, proc: Proc | None, code: int) -> None:
+        """An error trace of a process: recovered from if the process later completes an init (see ``_recover``)."""
+        if proc is None:
+            return
+        pending = self._pending.get(proc)
+        if pending is None:
+            if len(self._pending) >= MAX_MEMO:
+                self._pending.clear()
+            pending = self._pending[proc] = Counter()
+        pending[code] += 1
+
+    def _recover(self, proc: Proc) -> None:
+        """The process went on (an init completed, CollNet was given up for the point-to-point network): the
+        error traces it printed since its last such point were returns NCCL handled, not the job's failure."""
+        pending = self._pending.pop(proc, None)
+        if pending:
+            self.result.retcodes.subtract(pending)
+            for code in [c for c, n in self.result.retcodes.items() if n <= 0]:
+                del self.result.retcodes[code]
+
     def _error(self, category: Category, text: str, host: str | None, *, kind: str, shown: str,
                rank: int | None = None) -> None:
         """Group one fatal message; the key holds what selects its fix (an IB completion's status)."""
+        hint = transport_hint(text)  # PyTorch's one-line exceptions embed NCCL's last error ("Last error: NET/IB ...")
+        if hint is not None and f"{Fact.HINT_}{hint}" not in self.result.facts:
+            self._fact(f"{Fact.HINT_}{hint}", None, text)
         key: ErrorKey = (category, kind)
         status = vendor = None
         if category == Category.IB_COMPLETION:
@@ -109,6 +169,19 @@ class ParserState:
             g.detail["status"] = status
         if vendor and "vendor_err" not in g.detail:
             g.detail["vendor_err"] = vendor
+
+    def _torch_exception(self, text: str) -> bool:
+        """A PyTorch line that carries a CUDA error NCCL's own lines may never show (c10's ``CUDA error: %s``
+        in ``Process group watchdog thread terminated with exception: ...``, ProcessGroupNCCL.cpp): fatal.
+        Called for lines without an NCCL prefix that name ProcessGroupNCCL; True if it was one."""
+        m = TORCH_CUDA_ERROR_RE.search(text)
+        if m is None:
+            return False
+        rm = PT_RANK_RE.search(text)
+        lm = LAUNCHER_RANK_RE.match(text)
+        rank = int(rm.group(1)) if rm else (int(next(g for g in lm.groups() if g)) if lm else None)
+        self._error(Category.CUDA, text, None, kind=warn_kind(m.group(0)), shown=m.group(0), rank=rank)
+        return True
 
     def _watchdog(self, text: str) -> None:
         m = WATCHDOG_RE.search(text)

@@ -25,6 +25,7 @@ class Transport(StrEnum):
     SOCKET = "Socket"
     OFI = "OFI"
     NONE = "none"  # every communicator on one node
+    MIXED = "mixed"  # a communicator whose hops use RDMA on some nodes and Socket on others
     UNKNOWN = "unknown"  # the log does not show it
 
 
@@ -48,6 +49,11 @@ def net_family(name: str, result: ParseResult) -> str:
         return Transport.SOCKET
     if "libfabric" in low or "ofi" in low:
         return Transport.OFI
+    # a plugin on IB verbs that listed its own devices (``NET/<name> : Using [0]mlx5_bond_0:1/RoCE``)
+    layers = {k.rsplit("/", 1)[1] for k in result.facts
+              if k.startswith(Fact.PLUGIN_LINK_) and k[len(Fact.PLUGIN_LINK_):].rsplit("/", 1)[0] == low}
+    if layers:
+        return Transport.ROCE if layers <= {ROCE_LAYER} else Transport.IB
     return name
 
 
@@ -68,6 +74,20 @@ def split_net(comm: Comm) -> tuple[Counter[str], Counter[bool], Counter[str]]:
     return inter, gdr, loop
 
 
+def comm_hosts_by_family(comm: Comm, result: ParseResult) -> dict[str, set[str]]:
+    """The hosts of a communicator's inter-node connections, by transport family."""
+    out: dict[str, set[str]] = {}
+    for host, peer, name, _, _ in comm.net:
+        if host is not None and inter_peer(comm, host, peer):
+            out.setdefault(net_family(name, result), set()).add(host)
+    return out
+
+
+def no_ib_hosts(r: ParseResult) -> set[str]:
+    """Hosts whose own lines say they have no IB: ``NET/IB : No device found`` or ``Using network Socket``."""
+    return {h for h in r.ib_no_device if h != "?"} | set(r.fact_hosts.get(f"{Fact.NETWORK_}{Transport.SOCKET}", ()))
+
+
 def is_socket(name: str) -> bool:
     """A net name of NCCL's TCP transport (``Socket``, plugins named after it)."""
     return "socket" in name.lower()
@@ -86,6 +106,36 @@ def network_evidence(r: ParseResult) -> bool:
                 or r.socket_ifaces)
 
 
+def comm_on_one_node(comm: Comm) -> bool:
+    """True when what the log shows of a communicator is complete enough to place all of it on one node:
+    ``nNodes 1``, a single rank, every rank known on one host, or a ring that closes inside a node (every
+    rank sent over P2P/SHM and none over the network; a ring across nodes has a NET hop on each node)."""
+    if comm.nnodes is not None:
+        return comm.nnodes == 1
+    if comm.nranks == 1:
+        return True
+    hosts = set(comm.rank_host.values())
+    if comm.nranks and len(comm.rank_host) >= comm.nranks and len(hosts) == 1 and None not in hosts:
+        return True
+    if comm.net or comm.collnet or not comm.intra:
+        return False
+    ranks = set(range(comm.nranks)) if comm.nranks else set(comm.rank_host)
+    return bool(ranks) and ranks <= comm.intra_src
+
+
+def one_host_holds_all(r: ParseResult) -> bool:
+    """One host, and its processes hold every rank of every communicator size they joined (each process
+    with CUDA_VISIBLE_DEVICES set prints device [0]; one process may drive all GPUs)."""
+    if len(r.hosts) != 1:
+        return False
+    held: dict[int, set[int]] = {}
+    for proc in r.procs.values():
+        for m in proc.memberships:
+            if m.comm.nranks and m.rank is not None:
+                held.setdefault(m.comm.nranks, set()).add(m.rank)
+    return bool(held) and all(set(range(n)) <= ranks for n, ranks in held.items())
+
+
 def single_node(r: ParseResult, inter_conns: int) -> bool:
     """True when the log proves (or makes very plain) that every communicator stays on one node."""
     if inter_conns:
@@ -95,8 +145,12 @@ def single_node(r: ParseResult, inter_conns: int) -> bool:
         return False
     if nodes:
         return True
+    if r.comms and all(comm_on_one_node(c) for c in r.comms.values()):
+        return True
     if len(r.hosts) != 1:
         return False
+    if one_host_holds_all(r):
+        return True
     host = next(iter(r.hosts))
     sizes = [c.nranks for c in r.comms.values() if c.nranks]
     if sizes and max(sizes) <= r.host_max_dev.get(host, -1) + 1:
@@ -127,8 +181,12 @@ def inter_node(r: ParseResult) -> InterNode:
         transport, evidence = net_family(Transport.IB, r), "NET/IB device list"
     elif r.verbs_seen:
         transport, evidence = net_family(Transport.IB, r), "IB verbs errors"
+    elif f"{Fact.HINT_}{Transport.IB}" in r.facts:
+        transport, evidence = net_family(Transport.IB, r), "IB error lines"
     elif r.ib_no_device and r.socket_ifaces:
         transport, evidence = Transport.SOCKET, "NET/IB : No device found"
+    elif f"{Fact.HINT_}{Transport.SOCKET}" in r.facts or r.socket_ifaces:
+        transport, evidence = Transport.SOCKET, "NET/Socket lines"
     else:
         return InterNode(Transport.UNKNOWN, None, "no transport lines")
     return InterNode(transport, None if transport == Transport.SOCKET else static_gdr(r), evidence)
@@ -247,4 +305,7 @@ def static_transport_lines(r: ParseResult, transport: str) -> list[Evidence]:
                   if g.category in (Category.VERBS, Category.IB_COMPLETION) and g.first][:1]
     elif transport == Transport.SOCKET:
         found += fact_lines(r, Fact.SOCKET_IFACES)
+    if not found and transport in (Transport.IB, Transport.ROCE, Transport.SOCKET):
+        # only error lines showed the transport (``evidence.transport_hint``)
+        found = fact_lines(r, f"{Fact.HINT_}{Transport.SOCKET if transport == Transport.SOCKET else Transport.IB}")
     return found

@@ -6,9 +6,18 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, TypedDict
 
+from nccl_doctor.logs.commlines import UNIDENTIFIED
 from nccl_doctor.logs.model import Comm, Group, ParseResult
 from nccl_doctor.logs.patterns import RETCODES
-from nccl_doctor.logs.transports import NVLS, InterNode, Transport, gdr_from, net_family, split_net
+from nccl_doctor.logs.transports import (
+    NVLS,
+    InterNode,
+    Transport,
+    comm_on_one_node,
+    gdr_from,
+    net_family,
+    split_net,
+)
 from nccl_doctor.logs.where import all_ranks, ranges
 from nccl_doctor.report import Report, Table, plural
 
@@ -118,9 +127,13 @@ def comm_summary(comm: Comm, r: ParseResult) -> CommSummary:
     fam: Counter[str] = Counter()
     for name, n in inter.items():
         fam[net_family(name, r)] += n
-    if fam:
+    transport: str
+    # (the "unidentified" bag holds channel lines of several communicators: never one mixed communicator)
+    if fam and Transport.SOCKET in fam and len(fam) > 1 and comm.key != UNIDENTIFIED:
+        transport = Transport.MIXED  # RDMA hops on some nodes, Socket on others (the finding lists the hosts)
+    elif fam:
         transport = fam.most_common(1)[0][0]
-    elif comm.nnodes == 1 or (comm.intra and len(comm.hosts) <= 1 and not comm.net):
+    elif comm.nnodes == 1 or (comm.intra and len(comm.hosts) <= 1 and not comm.net) or comm_on_one_node(comm):
         transport = Transport.NONE
     else:
         transport = Transport.UNKNOWN

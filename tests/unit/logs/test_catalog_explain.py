@@ -1,0 +1,95 @@
+"""``parse --explain-unknown``: the NCCL lines of the input that match no catalogued format, grouped and counted,
+on the inputs parse reads (files, directories, .gz, stdin), with bounded memory."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+from pathlib import Path
+
+from nccl_doctor.cli import main
+from nccl_doctor.logs import catalog as catalog_module
+from nccl_doctor.logs.catalog import explain_unknown
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURE = ROOT / "fixtures" / "logs" / "explain-unknown-vendor-plugin-lines.log"
+UNKNOWN = [
+    (2, "INFO", "NET/Frobnic : Using device fx# (vendor plugin v#)", "NET/Frobnic : Using device fx0 (vendor plugin v3)"),
+    (1, "WARN", "Frobnic link # flapped # times", "Frobnic link 3 flapped 7 times"),
+]
+
+
+def _run(capsys, *args):
+    rc = main(["parse", "--explain-unknown", *map(str, args)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_lists_exactly_the_unknown_lines_grouped_and_counted(capsys):
+    rc, out, err = _run(capsys, "--format", "json", FIXTURE)
+    doc = json.loads(out)
+    assert rc == 0 and err == ""
+    assert (doc["nccl_lines"], doc["known"], doc["unknown"]) == (14, 11, 3)
+    assert [(k["count"], k["level"], k["kind"], k["example"]) for k in doc["kinds"]] == UNKNOWN
+    assert doc["catalog_version"] == 1 and doc["catalog_built_from"]["nccl"].startswith("v2.3.5-5..v2.30")
+
+
+def test_text_listing_shows_counts_and_lines(capsys):
+    rc, out, _ = _run(capsys, FIXTURE)
+    lines = out.splitlines()
+    assert rc == 0
+    assert lines[0].startswith("14 NCCL lines read; 11 match a format of NCCL's own source")
+    assert lines[2].split() == ["2", "INFO", *UNKNOWN[0][3].split()]
+    assert lines[3].split() == ["1", "WARN", *UNKNOWN[1][3].split()]
+
+
+def test_same_inputs_as_parse_directory_gz_and_stdin(tmp_path, capsys, monkeypatch):
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "rank0.log").write_bytes(FIXTURE.read_bytes())
+    (d / "rank1.log.gz").write_bytes(gzip.compress(FIXTURE.read_bytes()))
+    rc, out, _ = _run(capsys, "--format", "json", d)
+    doc = json.loads(out)
+    assert rc == 0 and (doc["nccl_lines"], doc["unknown"]) == (28, 6)
+    assert [k["count"] for k in doc["kinds"]] == [4, 2]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(FIXTURE.read_bytes())))
+    rc, out, _ = _run(capsys, "--format", "json", "-")
+    assert rc == 0 and json.loads(out)["unknown"] == 3
+
+
+def test_no_nccl_line_is_an_input_error(tmp_path, capsys):
+    log = tmp_path / "plain.log"
+    log.write_text("hello\nworld\n")
+    rc, _, err = _run(capsys, log)
+    assert rc == 2 and "no NCCL INFO/WARN lines" in err
+
+
+def test_memory_is_bounded_by_the_kind_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(catalog_module, "MAX_UNKNOWN_KINDS", 3)
+    log = tmp_path / "many.log"
+    log.write_text("".join(f"h:1:1 [0] NCCL INFO Frobnic word{chr(97 + i % 26)}{chr(97 + i // 26)} up\n"
+                           for i in range(100)))
+    found = explain_unknown([str(log)])
+    assert len(found.kinds) == 3 and found.unknown == 100 and found.dropped == 97
+
+
+def test_parse_without_the_option_never_loads_the_catalog(capsys, monkeypatch):
+    def refuse(*_a, **_k):
+        raise AssertionError("the catalog was loaded on the parse path")
+    monkeypatch.setattr(catalog_module, "load", refuse)
+    rc = main(["parse", "--format", "json", str(FIXTURE)])
+    assert rc in (0, 1)
+    assert json.loads(capsys.readouterr().out)["schema_version"]
+
+
+def test_the_listing_goes_through_the_cli_to_json_out_and_refuses_junit(capsys, tmp_path):
+    """The command returns a listing; the CLI prints it and writes ``--json-out`` (never the command itself)."""
+    out_file = tmp_path / "unknown.json"
+    rc, out, _ = _run(capsys, FIXTURE, "--json-out", out_file)
+    assert rc == 0 and "match none" in out
+    assert json.loads(out_file.read_text())["unknown"] == 3
+    rc, out, err = _run(capsys, FIXTURE, "--junit-out", tmp_path / "unknown.xml")
+    assert rc == 2 and out == "" and "--junit-out" in err
+    assert not (tmp_path / "unknown.xml").exists()
