@@ -23,7 +23,9 @@ def env(**kw):
     return e
 
 
-def bench(*argv, **kw):
+def bench(tmp_path, *argv, **kw):
+    """A bench launch that fails keeps its launch log in TMPDIR: the test's own directory, never /tmp."""
+    kw.setdefault("TMPDIR", str(tmp_path))
     return subprocess.run([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K", "--iters", "2",
                            "--no-pairs", "--format", "json", *argv], capture_output=True, text=True, check=False,
                           timeout=180, env=env(**kw))
@@ -31,7 +33,7 @@ def bench(*argv, **kw):
 
 def test_gpus_visible_but_torch_is_a_cpu_build_fails_instead_of_running_gloo(tmp_path):
     """This box's torch is a CPU-only wheel: with two GPUs visible the ranks must not fall back to Gloo."""
-    proc = bench("--json-out", str(tmp_path / "r.json"), CUDA_VISIBLE_DEVICES="0,1")
+    proc = bench(tmp_path, "--json-out", str(tmp_path / "r.json"), CUDA_VISIBLE_DEVICES="0,1")
     assert proc.returncode == 1, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["stage"] == "init" and doc["backend"] == "nccl" and doc["results"] == []
@@ -42,8 +44,8 @@ def test_gpus_visible_but_torch_is_a_cpu_build_fails_instead_of_running_gloo(tmp
     assert json.loads((tmp_path / "r.json").read_text())["findings"][0]["code"] == "ND313"
 
 
-def test_error_802_reaches_the_report_and_the_exit_code():
-    proc = bench(CUDA_VISIBLE_DEVICES="0,1", **{TEST_CUDA_ENV: "802"})
+def test_error_802_reaches_the_report_and_the_exit_code(tmp_path):
+    proc = bench(tmp_path, CUDA_VISIBLE_DEVICES="0,1", **{TEST_CUDA_ENV: "802"})
     assert proc.returncode == 1, proc.stderr[-3000:]
     (f,) = json.loads(proc.stdout)["findings"]
     assert f["code"] == "ND313" and "Error 802: system not yet initialized" in f["message"]
@@ -51,8 +53,8 @@ def test_error_802_reaches_the_report_and_the_exit_code():
     assert json.loads(proc.stdout)["cuda_error"].endswith("Error 802: system not yet initialized")
 
 
-def test_more_local_ranks_than_gpus_is_named_not_blamed_on_the_network():
-    proc = bench("--nproc-per-node", "2", CUDA_VISIBLE_DEVICES="0,1", **{TEST_CUDA_ENV: "1"})
+def test_more_local_ranks_than_gpus_is_named_not_blamed_on_the_network(tmp_path):
+    proc = bench(tmp_path, "--nproc-per-node", "2", CUDA_VISIBLE_DEVICES="0,1", **{TEST_CUDA_ENV: "1"})
     assert proc.returncode == 1, proc.stderr[-3000:]
     (f,) = json.loads(proc.stdout)["findings"]
     assert f["code"] == "ND313" and "only 1 GPU(s)" in f["message"] and "--nproc-per-node 1" in f["fix"]
