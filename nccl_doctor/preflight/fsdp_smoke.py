@@ -108,6 +108,32 @@ def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return diffs
 
 
+def replica_mismatches(state: dict[str, Any], mesh: Any) -> list[str]:
+    """Entries of ``state`` whose local shard differs between the replicas along "dp". HSDP all-reduces the
+    gradients across them, so after any step they must hold the same bits; DCP then writes each replicated
+    shard once, and a replica that diverged would reload another's values. Exact: the shards themselves are
+    gathered (the smoke's model is tiny), no checksum."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    if "dp" not in (mesh.mesh_dim_names or ()) or mesh["dp"].size() < 2:
+        return []
+    group, n = mesh["dp"].get_group(), mesh["dp"].size()
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    out = []
+    for name, value in state.items():  # the same names in the same order on every rank
+        local = value.to_local() if isinstance(value, DTensor) else value
+        if not isinstance(local, torch.Tensor):
+            continue
+        flat = local.detach().reshape(-1).contiguous()
+        gathered = torch.empty(n * flat.numel(), dtype=flat.dtype, device=flat.device)
+        gather(gathered, flat, group=group)
+        if not all(torch.equal(chunk, flat) for chunk in gathered.chunk(n)):
+            out.append(name)
+    return out
+
+
 def mesh_device(mesh: Any) -> Any:
     """The device this rank's shards live on: ``cuda:<current>`` on an NCCL mesh, the CPU on Gloo's."""
     import torch
@@ -201,6 +227,11 @@ def run_smoke(mesh: Any, *, steps: int = 3, dim: int = 64, layers: int = 2, voca
                                    "shared file system")
             return result
         model_sd, optim_sd = get_state_dict(model, optim)
+        diverged = replica_mismatches(model_sd, mesh)
+        if diverged:
+            result.problems.append(f"the replicas along \"dp\" hold different values after {steps} steps in "
+                                   f"{len(diverged)} tensors ({', '.join(diverged[:4])}): HSDP's all-reduce of "
+                                   "the gradients did not give every replica the same result")
         saved = _local_state({"model": model_sd, "optim": optim_sd})
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=path)
         with torch.no_grad():  # clobber, so a load that silently does nothing cannot pass

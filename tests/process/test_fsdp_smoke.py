@@ -59,3 +59,39 @@ def test_fsdp2_hsdp_smoke_trains_and_round_trips_dcp(tmp_path, venv_env):
     # their losses at step 1 (same init) differ only through the data
     assert results[0]["losses"][0] == results[1]["losses"][0]  # same fsdp group, same batch
     assert list(tmp_path.iterdir()) == [], "the checkpoint directory must be removed afterwards"
+
+
+MISMATCH_WORKER = textwrap.dedent("""
+    import json
+    from datetime import timedelta
+    import torch, torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from nccl_doctor.preflight.fsdp_smoke import replica_mismatches
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    mesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("dp", "fsdp"))
+    rank = dist.get_rank()
+    state = {"same": torch.arange(6.0), "planted": torch.full((4,), float(rank)), "step": 3}
+    print(json.dumps(replica_mismatches(state, mesh)))
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.timeout(90)
+def test_replicas_that_diverged_are_named_on_every_rank(venv_env):
+    """A tensor that differs between the two "dp" replicas is named (exactly: the shards are compared, not
+    checksums); equal tensors and plain values are not."""
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, "-c", MISMATCH_WORKER],
+                              env=dict(venv_env, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    try:
+        outs = []
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err[-3000:]
+            outs.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            p.kill()
+    assert outs == [["planted"], ["planted"]]
