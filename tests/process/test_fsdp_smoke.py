@@ -71,7 +71,8 @@ MISMATCH_WORKER = textwrap.dedent("""
     mesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("dp", "fsdp"))
     rank = dist.get_rank()
     state = {"same": torch.arange(6.0), "planted": torch.full((4,), float(rank)), "step": 3}
-    print(json.dumps(replica_mismatches(state, mesh)))
+    print(json.dumps(replica_mismatches(state, mesh)), flush=True)
+    dist.barrier()  # no rank tears Gloo down while the other still talks to it (an abort at exit)
     dist.destroy_process_group()
 """)
 
