@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nccl_doctor.cli import main
 from tests.helpers import netns
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +34,15 @@ def dgx(tmp_path_factory):
     from tests.helpers import sysfs_builder
 
     return sysfs_builder.build(sysfs_builder.dgx_h100(), tmp_path_factory.mktemp("dgx"))
+
+
+@pytest.fixture
+def snap(dgx, tmp_path, capsys):
+    """A snapshot of the ``dgx`` tree made by ``probe --snapshot`` (its output swallowed)."""
+    path = tmp_path / "node.tar.gz"
+    assert main(["probe", "--root", str(dgx), "--snapshot", str(path)]) == 0
+    capsys.readouterr()
+    return path
 
 
 def _torch_missing() -> str | None:

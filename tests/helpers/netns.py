@@ -154,6 +154,15 @@ class Cluster:
             sh("ip", "-n", node.ns, "link", "set", name, "up")
 
 
+def communicate_or_kill(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """``p``'s output within ``timeout``; past it the process is killed and what it wrote so far returned."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.communicate()
+
+
 def leftovers(prefix: str) -> list[str]:
     """Namespaces still named with ``prefix``: a test asserts this is empty after teardown."""
     out = sh("ip", "netns", "list", check=False).stdout

@@ -32,24 +32,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.timeout(120)
-def test_fsdp2_hsdp_smoke_trains_and_round_trips_dcp(tmp_path, venv_env):
+def _run_ranks(worker: str, world: int, env: dict, *argv: str, local: int, timeout: float) -> list:
+    """``world`` ranks of ``worker`` (a ``python -c`` script) on one Gloo world; each one's last stdout line as
+    JSON, in rank order. A rank that fails fails the test with its stderr."""
     port = _free_port()
-    procs = []
-    for rank in range(4):
-        env = dict(venv_env, RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank % 2),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = [subprocess.Popen([sys.executable, "-c", worker, *argv],
+                              env=dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank % local),
+                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(world)]
     results = []
     try:
         for p in procs:
-            out, err = p.communicate(timeout=100)
+            out, err = p.communicate(timeout=timeout)
             assert p.returncode == 0, err[-3000:]
             results.append(json.loads(out.strip().splitlines()[-1]))
     finally:
         for p in procs:
             p.kill()
+    return results
+
+
+@pytest.mark.timeout(120)
+def test_fsdp2_hsdp_smoke_trains_and_round_trips_dcp(tmp_path, venv_env):
+    results = _run_ranks(WORKER, 4, venv_env, str(tmp_path), local=2, timeout=100)
     assert [r["problems"] for r in results] == [[], [], [], []]
     for r in results:  # one fixed batch per replica: the loss falls at every step
         losses = r["losses"]
@@ -81,18 +86,5 @@ MISMATCH_WORKER = textwrap.dedent("""
 def test_replicas_that_diverged_are_named_on_every_rank(venv_env):
     """A tensor that differs between the two "dp" replicas is named (exactly: the shards are compared, not
     checksums); equal tensors and plain values are not."""
-    port = _free_port()
-    procs = [subprocess.Popen([sys.executable, "-c", MISMATCH_WORKER],
-                              env=dict(venv_env, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
-                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
-    try:
-        outs = []
-        for p in procs:
-            out, err = p.communicate(timeout=60)
-            assert p.returncode == 0, err[-3000:]
-            outs.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for p in procs:
-            p.kill()
+    outs = _run_ranks(MISMATCH_WORKER, 2, venv_env, local=2, timeout=60)
     assert outs == [["planted"], ["planted"]]

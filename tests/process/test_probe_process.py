@@ -23,14 +23,6 @@ def roots(tmp_path_factory):
     return {"dgx_h100": b.build(b.dgx_h100(), tmp_path_factory.mktemp("dgx_h100"))}
 
 
-@pytest.fixture
-def snap(dgx, tmp_path, capsys):
-    path = tmp_path / "node.tar.gz"
-    assert main(["probe", "--root", str(dgx), "--snapshot", str(path)]) == 0
-    capsys.readouterr()
-    return path
-
-
 def test_files_match_psutil_and_netifaces_here():
     p = subprocess.run([sys.executable, "-c", CROSS_CHECK], check=False, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr

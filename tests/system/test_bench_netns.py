@@ -9,23 +9,16 @@ import pytest
 
 from nccl_doctor import cluster
 from nccl_doctor.cluster import free_port
+from tests.helpers.netns import communicate_or_kill
 
 pytestmark = pytest.mark.netns
 RATE_GBPS = 0.025  # tbf 200mbit = 25 MB/s per direction
 
 
-def _communicate(p, timeout):
-    try:
-        return p.communicate(timeout=timeout)
-    except Exception:
-        p.kill()
-        return p.communicate()
-
-
 def run_nodes(cluster, nodes, args, env, timeout=150):
     procs = [cluster.popen(n, [sys.executable, "-m", "nccl_doctor", "bench", *args], env=env,
                            stdout=-1, stderr=-1, text=True) for n in nodes]
-    outs = [_communicate(p, timeout) for p in procs]
+    outs = [communicate_or_kill(p, timeout) for p in procs]
     docs = [json.loads(o) for o, _ in outs if o.strip()]
     assert len(docs) == 1, "\n".join(e[-2500:] for _, e in outs)
     return [p.returncode for p in procs], docs[0], outs

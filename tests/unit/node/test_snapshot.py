@@ -13,14 +13,6 @@ from tests.helpers import sysfs_builder as b
 pytestmark = pytest.mark.usefixtures("no_nccl_env")
 
 
-@pytest.fixture
-def snap(dgx, tmp_path, capsys):
-    path = tmp_path / "node.tar.gz"
-    assert main(["probe", "--root", str(dgx), "--snapshot", str(path)]) == 0
-    capsys.readouterr()
-    return path
-
-
 def one_line_error(capsys) -> str:
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1, err
