@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from nccl_doctor.cluster import free_port
 
 pytestmark = pytest.mark.torch
 
@@ -26,16 +27,10 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_ranks(worker: str, world: int, env: dict, *argv: str, local: int, timeout: float) -> list:
     """``world`` ranks of ``worker`` (a ``python -c`` script) on one Gloo world; each one's last stdout line as
     JSON, in rank order. A rank that fails fails the test with its stderr."""
-    port = _free_port()
+    port = free_port()
     procs = [subprocess.Popen([sys.executable, "-c", worker, *argv],
                               env=dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank % local),
                                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),

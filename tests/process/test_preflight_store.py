@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from nccl_doctor.cluster import free_port
 from tests.helpers.preflight_cli import PY, failures, preflight_argv, slurm_env, without_launcher
 
 pytestmark = pytest.mark.torch
@@ -22,18 +23,12 @@ pytestmark = pytest.mark.torch
 STACK_DUMP = ("frame #", "Exception raised from", "socket.cpp")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.timeout(60)
 def test_a_listener_that_never_answers_is_reported_within_the_deadline(venv_env):
     """A foreign program accepts on the rendezvous port and never answers: TCPStore's connect would block
     for as long as it lives. The follower must give up within its deadlines, say what holds the port,
     and print no C++ stack dump."""
-    port = _free_port()
+    port = free_port()
     listener = subprocess.Popen([PY, "-c", "import socket,time;s=socket.socket();"
                                  "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
                                  f"s.bind(('127.0.0.1',{port}));s.listen(5);print('up',flush=True);time.sleep(50)"],
@@ -62,7 +57,7 @@ def test_a_second_run_on_the_same_port_touches_nothing_of_the_first(venv_env, tm
     """Two preflight steps of one job on one port (MASTER_PORT): run B's node 0 cannot bind and says so;
     B's follower reaches run A's store, sees it is not its run's and leaves before writing anything, so
     A still waits for its own node 1 (and names it missing, not B's)."""
-    port = _free_port()
+    port = free_port()
     a_out = tmp_path / "a.json"
     b0 = None
     a = subprocess.Popen(preflight_argv("--rendezvous-timeout", "12", "--timeout", "40", "--json-out", str(a_out)),
@@ -119,7 +114,7 @@ def _accepting(port: int) -> bool:
 def test_a_node_that_arrives_after_node_0_gave_up_says_so(venv_env):
     """Node 0 gave up on the rendezvous (and left); node 1 comes much later. It must say it came too late
     and that the run was decided on node 0, without blaming node 0 or printing a C++ stack dump."""
-    port = _free_port()
+    port = free_port()
     head = subprocess.run(preflight_argv("--port", str(port), "--rendezvous-timeout", "2", "--timeout", "30",
                                      "--format", "json"),
                           env=without_launcher(venv_env, **slurm_env(0)), capture_output=True, text=True, timeout=40, check=False)
@@ -154,7 +149,7 @@ def test_late_node_told_by_the_store_itself():
     from nccl_doctor.preflight.protocol import CLOSED_KEY, Closed, NodePost
     from nccl_doctor.preflight.store import Store
 
-    port = _free_port()
+    port = free_port()
     store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=5))
     store.set(CLOSED_KEY, Closed(missing=[1], host="n1").to_json())
     plan = NodePlan(nnodes=2, node_rank=1, hosts=("n1", "n2"), head="127.0.0.1", port=port, nproc=2, slurm=True,
@@ -173,7 +168,7 @@ def test_late_node_told_by_the_store_itself():
 def _two_nodes(venv_env, tmp_path, until: str) -> tuple[subprocess.Popen, subprocess.Popen]:
     """Node 0 and a follower on localhost, returned once node 0's progress on stderr shows ``until``;
     the follower's stdout is a pipe, node 0's JSON report too."""
-    port = str(_free_port())
+    port = str(free_port())
     args = preflight_argv("--port", port, "--timeout", "60", "--rendezvous-timeout", "20", "--collective-timeout", "10",
                       "--format", "json")
     env = {"TMPDIR": str(tmp_path)}
@@ -223,7 +218,7 @@ def test_a_late_node_told_by_the_store_exits_1_not_abort(venv_env):
     the race lost more often than not."""
     from nccl_doctor.preflight.protocol import CLOSED_KEY, RUN_KEY
 
-    port = _free_port()
+    port = free_port()
     store = subprocess.Popen([PY, "-c", (
         "import json,sys,time; from datetime import timedelta; import torch.distributed as d;"
         f"s=d.TCPStore('127.0.0.1',{port},is_master=True,wait_for_workers=False,timeout=timedelta(seconds=30));"
