@@ -12,7 +12,13 @@ literal concatenation, ``PRIu64``-style macros, calls inside ``#define`` bodies 
 format string with its subsystem mask, file and tags. TRACE is left out. For aws-ofi-nccl, ``NCCL_OFI_WARN`` /
 ``NCCL_OFI_INFO`` the same way (their macros prefix ``"NET/OFI "``). For PyTorch's c10d sources, the message
 texts built with ``c10::str(...)`` / ``fmt::format(...)`` / ``<<`` chains are read as formats whose non-literal
-parts are ``%s``. Formats are deduplicated across tags; each keeps the ranges of tags it appears in.
+parts are ``%s``; so are ``std::string err = "..." + x + "..."`` concatenations (NCCLUtils.hpp's C10D_NCCL_CHECK).
+Formats are deduplicated across tags; each keeps the ranges of tags it appears in.
+
+Every WARN entry also records ``then``, what its source does right after the call (``return ncclSystemError``,
+``goto fail``, ``continue``, ``set ncclInternalError`` for ``ret = ...``: NCCL's error paths), and ``error_class``
+(fatal, recoverable, informational) that ``nccl_doctor.logs.catalog.error_class`` gives it from its text, files
+and ``then`` (catalog_version 2). The parser judges a WARN by that stored class.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-CATALOG_VERSION = 1
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: this checkout's rules
+from nccl_doctor.logs.catalog import CATALOG_VERSION, error_class  # the error classes are the parser's
+
 SOURCE_EXTS = (".cc", ".cu", ".h", ".c", ".cpp", ".hpp", ".cuh")
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "nccl_doctor" / "logs" / "data" / "nccl-catalog.json.gz"
 
@@ -199,12 +207,30 @@ def composed(text: str, at: int, arg: str, defines: dict[str, str]) -> tuple[str
     return (head if head.endswith("%s") else head + "%s"), []
 
 
-Call = tuple[str, str, str, list[str], int]  # level, mask, format, unresolved macros, line
+Call = tuple[str, str, str, list[str], int, str]  # level, mask, format, unresolved macros, line, what follows
+# What a WARN's error path does next, read from the statements that follow the call (NCCL's return paths):
+# "return ncclSystemError", "goto fail", "continue", "NCCLCHECK" ...; "" when nothing of these follows.
+_THEN_RE = re.compile(r"\s*(?:\}\s*)?(?:(return)\s*\(?\s*(nccl\w+|[\w.>-]+)|(goto)\s+(\w+)|(continue|break)\b"
+                      r"|(throw)\b|(NCCLCHECK\w*|NCCLCHECKGOTO|CUDACHECK\w*|SYSCHECK\w*)\s*\(|(\w+)\s*=\s*(nccl\w+(?:Error|Usage|Argument|Timeout))\b)")
 Macros = dict[str, tuple[str, int, int, str]]
 
 
+def then_of(text: str, end: int) -> str:
+    """What the code does right after a logging call ending at ``end``: how its error path goes on."""
+    stop = text.find(";", end)
+    m = _THEN_RE.match(text, stop + 1 if stop >= 0 else end)
+    if m is None:
+        return ""
+    ret, value, goto, label, jump, throw, check, _var, code = m.groups()
+    if ret:
+        return f"return {value}" if value.startswith("nccl") else "return"
+    if goto:
+        return f"goto {label}"
+    return jump or throw or (check and "check") or (code and f"set {code}") or ""
+
+
 def find_calls(text: str, macros: Macros) -> Iterator[Call]:
-    """(level, mask, format, unresolved macros, line) for every logging call in one source file."""
+    """(level, mask, format, unresolved macros, line, what follows) for every logging call in one source file."""
     text = strip_comments(text.replace("\\\r\n", " ").replace("\\\n", " "))
     defines = string_defines(text)
     names = "|".join(sorted(macros, key=len, reverse=True))
@@ -223,12 +249,13 @@ def find_calls(text: str, macros: Macros) -> Iterator[Call]:
         if fmt[0] == "%s" and len(args) == fmt_at + 2:  # INFO(mask, "%s", x): x's own text, where we can know it
             fmt = composed(text, m.start(), args[fmt_at + 1], defines) or fmt
         mask = " ".join(args[mask_at].split()) if mask_at >= 0 else "NCCL_ALL"
-        yield level, mask, prefix + fmt[0], fmt[1], text.count("\n", 0, m.start()) + 1
+        yield (level, mask, prefix + fmt[0], fmt[1], text.count("\n", 0, m.start()) + 1,
+               then_of(text, got[1]) if level == "WARN" else "")
     if "INFO" in macros:
         yield from dumped_lines(text, defines)
 
 
-def dumped_lines(text: str, defines: dict[str, str]) -> Iterator[tuple[str, str, str, list[str], int]]:
+def dumped_lines(text: str, defines: dict[str, str]) -> Iterator[Call]:
     """``dumpLine(values, n, prefix)`` (graph/rings.cc) prints ``INFO(NCCL_INIT, "%s", line)`` where line
     is the prefix its caller wrote (``"Channel %02d/%02d :"``) and the values: head + ``%s``."""
     for m in re.finditer(r"(?<![\w.])dumpLine\s*\(", text):
@@ -237,7 +264,7 @@ def dumped_lines(text: str, defines: dict[str, str]) -> Iterator[tuple[str, str,
             continue
         fmt = composed(text, m.start(), got[0][2], defines)
         if fmt is not None and fmt[0] != "%s":
-            yield "INFO", "NCCL_INIT", fmt[0], [], text.count("\n", 0, m.start()) + 1
+            yield "INFO", "NCCL_INIT", fmt[0], [], text.count("\n", 0, m.start()) + 1, ""
 
 
 def subsystems(mask: str) -> list[str]:
@@ -252,9 +279,11 @@ class Catalog:
         self.entries: dict[tuple[str, str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         self.tags: dict[str, list[str]] = {}
 
-    def add(self, source: str, tag: str, path: str, calls: Iterable[tuple[str, str, str, list[str], int]]) -> None:
-        for level, mask, fmt, macros, _line in calls:
+    def add(self, source: str, tag: str, path: str, calls: Iterable[Call]) -> None:
+        for level, mask, fmt, macros, _line, then in calls:
             entry = self.entries[(source, level, fmt)]
+            if then:
+                entry["then"].add(then)
             entry["subsys"].update(subsystems(mask))
             entry["files"].add(path)
             entry["tags"].add(tag)
@@ -262,6 +291,10 @@ class Catalog:
 
     def to_json(self) -> dict[str, object]:
         out = []
+        thens: dict[tuple[str, str], set[str]] = defaultdict(set)  # variants that differ in trailing blanks
+        for (source, level, fmt), entry in self.entries.items():
+            if level == "WARN":
+                thens[(source, fmt.rstrip())] |= entry["then"]
         for (source, level, fmt), entry in sorted(self.entries.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
             order = self.tags.get(source, [])
             index = {t: i for i, t in enumerate(order)}
@@ -277,6 +310,10 @@ class Catalog:
                                        "tags": ranges}
             if entry["macros"]:
                 item["macros"] = sorted(entry["macros"])
+            if level == "WARN":
+                item["then"] = sorted(entry["then"])  # (one class for the variants: a log line has no trailing blank)
+                item["error_class"] = error_class(source, fmt, tuple(sorted(entry["files"])),
+                                                  tuple(sorted(thens[(source, fmt.rstrip())]))).value
             out.append(item)
         return {"catalog_version": CATALOG_VERSION,
                 "built_from": {src: {"first": tags[0], "last": tags[-1], "count": len(tags), "tags": tags}
@@ -316,10 +353,12 @@ def read_repo(cat: Catalog, source: str, repo: Path, tags: list[str], *, roots: 
 PT_CALL_RE = re.compile(r"(?<![\w.])(?:c10::str|fmt::format|TORCH_CHECK\w*|C10_THROW_ERROR|TORCH_WARN\w*|LOG)\s*\(")
 
 
+# std::string err = "NCCL error in: " + std::string(__FILE__) + ":" + ... ; (NCCLUtils.hpp's C10D_NCCL_CHECK macros)
+PT_CONCAT_RE = re.compile(r"\b(?:std::string|auto|const auto)\s+\w+\s*=\s*(?=\")")
 PT_INTERPRET_RE = re.compile(r"\binterpret\s*=\s*((?:\s*\"(?:[^\"\\\\]|\\\\.)*\")+)\s*;")
 
 
-def pytorch_formats(text: str) -> Iterator[tuple[str, str, str, list[str], int]]:
+def pytorch_formats(text: str) -> Iterator[Call]:
     """Messages of c10d's NCCL sources: ``c10::str(a, "b", c)`` / ``fmt::format("{} x", a)`` / ``LOG(..) << ...``.
 
     Non-literal parts become ``%s``; a message must have a literal of 8+ characters to count.
@@ -354,11 +393,41 @@ def pytorch_formats(text: str) -> Iterator[tuple[str, str, str, list[str], int]]
         fmt = re.sub(r"(?:%s)+", "%s", fmt)
         if len(re.sub(r"%s", "", fmt).strip()) < 8:
             continue
-        yield level, "C10D", fmt, [], text.count("\n", 0, m.start()) + 1
+        yield level, "C10D", fmt, [], text.count("\n", 0, m.start()) + 1, ""
+    for m in PT_CONCAT_RE.finditer(text):
+        fmt = _concatenation(text[m.end():text.find(";", m.end())])
+        if fmt is not None:
+            yield "WARN", "C10D", fmt, [], text.count("\n", 0, m.start()) + 1, ""
     for m in PT_INTERPRET_RE.finditer(text):  # getNcclErrorDetailStr: "ncclRemoteError: A call failed ..."
         lit = format_of(m.group(1), {})
         if lit is not None:
-            yield "WARN", "C10D", lit[0].replace("%", "%%").strip(), [], text.count("\n", 0, m.start()) + 1
+            yield "WARN", "C10D", lit[0].replace("%", "%%").strip(), [], text.count("\n", 0, m.start()) + 1, ""
+
+
+def _concatenation(expr: str) -> str | None:
+    """``"a" + x + "b"`` as ``a%sb`` (only the first line of a multi-line message: what a log line starts with);
+    None unless it starts with a literal of 8+ characters."""
+    pieces, depth, cur, i = [], 0, 0, 0
+    while i < len(expr):
+        ch = expr[i]
+        if ch == '"':
+            j = i + 1
+            while j < len(expr) and expr[j] != '"':
+                j += 2 if expr[j] == "\\" else 1
+            i = j + 1
+            continue
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch == "+" and depth == 0:
+            pieces.append(expr[cur:i].strip())
+            cur = i + 1
+        i += 1
+    pieces.append(expr[cur:].strip())
+    out = []
+    for piece in pieces:
+        lit = format_of(piece, {}) if piece.startswith('"') else None
+        out.append(lit[0].replace("%", "%%") if lit and not lit[1] else "%s")
+    fmt = re.sub(r"(?:%s)+", "%s", "".join(out)).split("\n", 1)[0]
+    return fmt if len(re.sub(r"%s", "", fmt).strip()) >= 8 and not fmt.startswith("%s") else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -248,4 +248,19 @@ TEXTS: dict[str, CodeText] = {
             "errors in `dmesg`), and code that runs a collective on some ranks only."
         ),
     ),
+    "ND119": CodeText(
+        "log-limits-reached",
+        "The input names more hosts, processes, communicators or names than parse keeps: the rest were counted.",
+        (
+            "parse keeps at most 65,536 hosts, 262,144 processes, 16,384 communicators and 4,096 names per table "
+            "(settings, NCCL versions, networks; a 32,768-GPU job has 4,096 hosts, 32,768 processes and a few "
+            "thousand communicators), so a log cannot make it take gigabytes. Past a limit, the lines of new "
+            "hosts and processes are read without their prefix, new communicators and names are counted, not "
+            "analysed: the report covers the first ones."
+        ),
+        (
+            "Check that the input is one job's NCCL log (a concatenation of many jobs, or generated text, "
+            "names this many); parse the logs of fewer nodes at a time to see the others."
+        ),
+    ),
 }

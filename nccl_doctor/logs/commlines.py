@@ -4,8 +4,9 @@ transport each connection runs."""
 
 from __future__ import annotations
 
-from nccl_doctor.logs.model import MAX_TR_EVIDENCE, Comm, Membership, Proc, Tr, TransportKey
+from nccl_doctor.logs.model import MAX_COMMS, MAX_NAME_CHARS, MAX_TR_EVIDENCE, Comm, Membership, Proc, Tr, TransportKey
 from nccl_doctor.logs.patterns import (
+    ALL_RANKS_RE,
     COMM_LINE_FAST_RE,
     COMM_RE,
     FIELD_RE,
@@ -139,6 +140,10 @@ class CommLines(ParserState):
                     if om and proc is not None:  # NCCL 2.3: "rank 0 nranks 8"
                         self._membership(proc, None, None, int(om.group(1)), int(om.group(2)), msg=msg)
                         return True
+                    am = ALL_RANKS_RE.match(msg)
+                    if am and proc is not None:
+                        self._init_all(proc, int(am.group(1)), msg)
+                        return True
                     return False
                 ptr, rank, nranks = m.group(1), m.group(2), m.group(3)
                 fields = dict(FIELD_RE.findall(msg, m.end()))
@@ -169,14 +174,24 @@ class CommLines(ParserState):
             self._recover(proc)
         return True
 
+    def _init_all(self, proc: Proc, nranks: int, msg: str) -> None:
+        """``nranks N`` (ncclCommInitAll, 2.3-2.4): one process creates every rank of the communicator on its
+        own GPUs, so the communicator is complete on this host: one node, N local ranks. Its ring lines (each
+        rank's, from this process) follow."""
+        comm = self._membership(proc, None, None, 0, nranks, msg=msg).comm
+        comm.nnodes = 1
+        comm.local_ranks = nranks
+
     def _membership(self, proc: Proc, ptr: str | None, comm_id: str | None, rank: int, nranks: int, *,
                     msg: str) -> Membership:
         """The process's membership in the comm this init line is about: found, re-keyed or new."""
         mem = self._known_membership(proc, ptr, rank, nranks)
-        if mem is not None and comm_id and mem.comm.comm_id is None:
+        if mem is not None and comm_id and mem.comm.comm_id is None and len(comm_id) <= MAX_NAME_CHARS:
             self._rekey(mem, comm_id)
         if mem is None:
             mem = self._new_membership(proc, ptr, comm_id, rank, nranks, msg=msg)
+            if mem.comm is self._sink:  # past MAX_COMMS: nothing of it is kept
+                return mem
         mem.rank = rank
         comm = mem.comm
         comm.nranks = comm.nranks or nranks
@@ -225,6 +240,8 @@ class CommLines(ParserState):
             key = f"nranks={nranks}#{nth}"
         comm = r.comms.get(key)
         if comm is None:
+            if len(r.comms) >= MAX_COMMS or len(key) > MAX_NAME_CHARS or len(ptr or "") > MAX_NAME_CHARS:
+                return self._fold_comm(proc)
             comm = r.comms[key] = Comm(key, comm_id=comm_id, nranks=nranks,
                                        first=self._ev(f"{proc.host}: {msg}", proc.host, rank))
         comm.members += 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 from nccl_doctor.codes import Code
 from nccl_doctor.logs.errorfindings import behind_finding, error_findings, trace_finding, watchdog_findings
 from nccl_doctor.logs.evidence import collnet_setup
+from nccl_doctor.logs.limits import limits_finding
 from nccl_doctor.logs.model import OFI_PLUGIN, UNKNOWN_HOST, Comm, Evidence, Fact, ParseResult
 from nccl_doctor.logs.transports import (
     InterNode,
@@ -54,6 +55,9 @@ def _rdma_hardware(r: ParseResult) -> list[str]:
     if setting(r, "NCCL_IB_HCA"):
         signs.append(f"NCCL_IB_HCA is set ({setting(r, 'NCCL_IB_HCA')})")
     ifaces = {i.split(":", 1)[0] for d in (r.socket_ifaces, r.bootstrap_ifaces) for v in d.values() for i in v}
+    oob_devices = sorted({d.split(":", 1)[0] for d in r.bootstrap_net.values()})
+    if oob_devices:
+        signs.append(f"the bootstrap runs over network device {', '.join(oob_devices)}")
     ifaces |= set(r.oob_ifaces.values())
     ipoib = sorted(i for i in ifaces if i.startswith("ib"))
     if ipoib:
@@ -411,6 +415,9 @@ def diagnose(r: ParseResult) -> Report:
         report.add(vf)
     report.extend(_warning_findings(r))
     report.extend(_input_findings(r))
+    limits = limits_finding(r)  # the log named more hosts/processes/communicators than parse keeps
+    if limits:
+        report.add(limits)
 
     show(report, r, inter, intra)
     return report

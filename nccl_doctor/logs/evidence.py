@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import re
 
+from nccl_doctor.logs.catalog import Cls, says_recovery
+from nccl_doctor.logs.warnclass import warn_class
+
 IB_HINT = "IB"
 SOCKET_HINT = "Socket"
 
@@ -37,6 +40,7 @@ _LAST_RETRY_RE = re.compile(r"connect to \S+ returned (.+?), retrying \((\d+)/(\
 _TEARDOWN_OP_RE = re.compile(
     r"(?:Failed to execute operation|Error encountered progressing operation=)\s*"
     r"(?:Close|Stop|Abort|Deregister|DeregMr)\b")
+_COLLNET_DATA_PATH_RE = re.compile(r"sizes|returned invalid|pattern")  # CollNet errors of a running job
 _ASYNC_FATAL_RE = re.compile(r"\basync fatal event\b")
 _COLLNET_RE = re.compile(r"\bCollNet\b|\bcoll_net\b|\bSHARP\b|\bsharp_", re.I)
 _COLLNET_FALLBACK_RE = re.compile(
@@ -73,8 +77,8 @@ def teardown(msg: str) -> bool:
 
 def collnet_setup(msg: str) -> bool:
     """A WARN of the CollNet/SHARP set-up, which NCCL abandons for the point-to-point network; a CollNet
-    data-path error (``CollNet sizes: want=.. got=..``) is not one."""
-    return _COLLNET_RE.search(msg) is not None and "sizes" not in msg
+    data-path error (``CollNet sizes: want=.. got=..``, ``Unknown collnet pattern``) is not one."""
+    return _COLLNET_RE.search(msg) is not None and _COLLNET_DATA_PATH_RE.search(msg) is None
 
 
 def async_fatal(msg: str) -> bool:
@@ -85,3 +89,14 @@ def async_fatal(msg: str) -> bool:
 def collnet_fallback(msg: str) -> bool:
     """NCCL gave CollNet up and uses the point-to-point network: errors before it were recovered from."""
     return _COLLNET_FALLBACK_RE.search(msg) is not None
+
+
+def recovery(msg: str) -> bool:
+    """A WARN that says NCCL goes on: a retry, a fallback, a value ignored (``catalog.says_recovery``)."""
+    return says_recovery(msg)
+
+
+def catalog_fatal(msg: str) -> bool:
+    """A WARN whose catalogued format NCCL's source follows with an error return (``error-fatal`` in
+    data/nccl-catalog.json.gz); read only for WARNs the parser's own rules do not decide."""
+    return warn_class(msg) == Cls.FATAL

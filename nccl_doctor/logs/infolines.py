@@ -12,6 +12,7 @@ from nccl_doctor.logs.commlines import CommLines
 from nccl_doctor.logs.evidence import retry_line, transport_hint
 from nccl_doctor.logs.model import MAX_SET, OFI_PLUGIN, UNKNOWN_HOST, Fact, Proc
 from nccl_doctor.logs.patterns import (
+    BOOT_NET_RE,
     GDR_GPU_RE,
     GDR_HCA_RE,
     IBDEV_RE,
@@ -171,6 +172,10 @@ class InfoLines(CommLines):
         host = proc.host if proc is not None else UNKNOWN_HOST
         msg = clean(msg)
         if "Using" in msg:
+            m = BOOT_NET_RE.match(msg)
+            if m:  # 2.24+: the bootstrap runs over a network device (props.name:props.port), not a socket
+                self.result.bootstrap_net.setdefault(host, f"{m.group(1)}:{m.group(2)}")  # the first per host
+                return
             if host in self.result.bootstrap_ifaces:  # only the first list per host is kept
                 return
             ifaces = [f"{i}:{a}" for i, a in IFACE_RE.findall(msg.split("Using", 1)[1])]

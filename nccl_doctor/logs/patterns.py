@@ -47,6 +47,7 @@ NETTR_RE = re.compile(r"^(COLL)?NET/(.+?)/(\d+)(?:\((\d+)\))?(/GDRDMA)?")
 COMM_RE = re.compile(r"\bcomm (0x[0-9a-fA-F]+|\(nil\)|[0-9a-fA-F]+) rank (\d+) nranks (\d+)", re.I)
 FIELD_RE = re.compile(r"\b(commId|nNodes|localRanks) (0x[0-9a-fA-F]+|\d+)")
 OLD_RANK_RE = re.compile(r"^rank (\d+) nranks (\d+)")
+ALL_RANKS_RE = re.compile(r"^nranks (\d+)\s*$")  # 2.3-2.4 ncclCommInitAll: one process drives every GPU
 # the two init lines of 2.19+, whole (see _init_line): exactly what COMM_RE + FIELD_RE read from them
 INIT_RANK_FAST_RE = re.compile(
     r"ncclCommInitRank comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) cudaDev \d+ nvmlDev \d+ busId [0-9a-fA-F]+"
@@ -58,6 +59,8 @@ COMM_LINE_FAST_RE = re.compile(
 IBDEV_RE = re.compile(r"\[\d+\]\s*([\w.+-]+):(\d+)(?::-?\d*)*/(IB|RoCE|UNSPECIFIED)")
 OOB_RE = re.compile(r"; OOB ([^:\s]+):")
 IFACE_RE = re.compile(r"(?:\[\d+\])?([^\s:\[\]]+):(\S+?)<\d+>")
+# 2.24+ bootstrap over the network plugin (NCCL_OOB_NET_ENABLE=1): "Bootstrap: Using mlx5_0:1" (device, port)
+BOOT_NET_RE = re.compile(r"^Bootstrap ?: ?Using ([^\s:<>\[\]]+):(\d+)\s*$")
 SETTING_RE = re.compile(r"^(\w+) set (?:by environment |from environment |)to (.*?)\s*$")
 NETWORK_RE = re.compile(r"^(?:Using network|Using internal Network|Assigned NET plugin) (.+?)(?: to comm.*)?\s*$")
 PLUGIN_RE = re.compile(r"Loaded (?:net|coll(?:Net)?) plugin (.+?)(?: \(v\d+\))?\s*$", re.I)
@@ -77,7 +80,7 @@ NCCL_ERROR_RE = re.compile(
     r"\b(nccl(?:InternalError|SystemError|RemoteError|InvalidUsage|InvalidArgument|UnhandledCudaError|Timeout)"
     r"|unhandled (?:system|cuda) error|remote process exited or there was a network error"
     r"|internal error - please report|NCCL communicator was aborted|Test NCCL failure"
-    r"|NCCL error in:?|NCCL Error \d+)",
+    r"|NCCL error in:?|NCCL Error \d+|NCCL timeout in:|Heartbeat monitor timed out)",
 )
 LAST_ERROR_RE = re.compile(r"\b(nccl[A-Z]\w+: .+)$")
 KIND_SUBS: list[tuple[re.Pattern[str], str]] = [
@@ -104,7 +107,7 @@ WARN_RULES: list[tuple[Category, re.Pattern[str]]] = [
         r"Cuda failure|CUDA error|Failed to CUDA|cuda\w* failed|out of memory|unhandled cuda", re.I)),
     (Category.VERSION_MISMATCH, re.compile(r"Mismatched NCCL version|NCCL version mismatch")),
     (Category.NCCL_ERROR, re.compile(
-        r"Failed to execute operation|internal error|system error|remote error|Invalid|Duplicate GPU"
+        r"Failed to execute operation|internal error|system error|remote error|\bInvalid\b|Duplicate GPU"
         r"|does not loop back|does not contain rank|Bootstrap Root|network .* not found"
         r"|Failed to initialize any NET plugin|Unrecognized|No algorithm/protocol|Timeout|timed out|abort", re.I)),
 ]

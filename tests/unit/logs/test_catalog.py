@@ -141,12 +141,13 @@ def _category(want: Category) -> Callable[[str], bool]:
 
 HANDLED: dict[Cls, Callable[[str], bool]] = {
     Cls.VERSION: lambda m: m.startswith("NCCL version") and P.VERSION_RE.search(m) is not None,
-    Cls.COMM: lambda m: bool(P.COMM_RE.search(m) or P.FIELD_RE.search(m) or P.OLD_RANK_RE.match(m)),
+    Cls.COMM: lambda m: bool(P.COMM_RE.search(m) or P.FIELD_RE.search(m) or P.OLD_RANK_RE.match(m)
+                             or P.ALL_RANKS_RE.match(m)),
     Cls.TRANSPORT_USE: _via,
     Cls.TRANSPORT_SELECT: lambda m: P.NETWORK_RE.match(m) is not None,
     Cls.IB_DEVICES: lambda m: P.IBDEV_RE.search(m) is not None,
     Cls.SOCKET_IFACES: _ifaces,
-    Cls.BOOTSTRAP_IFACES: _ifaces,
+    Cls.BOOTSTRAP_IFACES: lambda m: _ifaces(m) or P.BOOT_NET_RE.match(m) is not None,  # 2.24+ "Using mlx5_0:1"
     Cls.GDR: lambda m: bool(P.GDR_HCA_RE.search(m) or P.GDR_GPU_RE.search(m)),
     Cls.TRACE: lambda m: P.TRACE_RE.match(m) is not None,
     Cls.WATCHDOG: lambda m: "Watchdog caught collective operation timeout" in m or bool(P.NCCL_ERROR_RE.search(m)),

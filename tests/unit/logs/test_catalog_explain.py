@@ -11,7 +11,8 @@ from pathlib import Path
 
 from nccl_doctor.cli import main
 from nccl_doctor.logs import catalog as catalog_module
-from nccl_doctor.logs.catalog import explain_unknown
+from nccl_doctor.logs import warnclass
+from nccl_doctor.logs.catalog import CATALOG_VERSION, explain_unknown
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "fixtures" / "logs" / "explain-unknown-vendor-plugin-lines.log"
@@ -33,7 +34,7 @@ def test_lists_exactly_the_unknown_lines_grouped_and_counted(capsys):
     assert rc == 0 and err == ""
     assert (doc["nccl_lines"], doc["known"], doc["unknown"]) == (14, 11, 3)
     assert [(k["count"], k["level"], k["kind"], k["example"]) for k in doc["kinds"]] == UNKNOWN
-    assert doc["catalog_version"] == 1 and doc["catalog_built_from"]["nccl"].startswith("v2.3.5-5..v2.30")
+    assert doc["catalog_version"] == CATALOG_VERSION and doc["catalog_built_from"]["nccl"].startswith("v2.3.5-5..v2.30")
 
 
 def test_text_listing_shows_counts_and_lines(capsys):
@@ -75,13 +76,28 @@ def test_memory_is_bounded_by_the_kind_cap(tmp_path, monkeypatch):
     assert len(found.kinds) == 3 and found.unknown == 100 and found.dropped == 97
 
 
-def test_parse_without_the_option_never_loads_the_catalog(capsys, monkeypatch):
-    def refuse(*_a, **_k):
-        raise AssertionError("the catalog was loaded on the parse path")
-    monkeypatch.setattr(catalog_module, "load", refuse)
-    rc = main(["parse", "--format", "json", str(FIXTURE)])
-    assert rc in (0, 1)
-    assert json.loads(capsys.readouterr().out)["schema_version"]
+def test_parse_loads_the_catalog_only_for_a_warn_its_rules_do_not_decide(capsys, monkeypatch):
+    """A log whose WARNs the parser's own rules decide (or without WARNs) never reads the catalog; one with a
+    WARN they do not decide reads its WARN part once, whatever the number of such lines."""
+    reads = []
+
+    def counted(data=None):
+        reads.append(data)
+        return real(data)
+    real = catalog_module.read_document
+    monkeypatch.setattr(catalog_module, "load", None)  # the whole catalog: never on the parse path
+    monkeypatch.setattr(warnclass, "read_document", counted)
+    warnclass._warn_matcher.cache_clear()
+    warnclass._WARN_MEMO.clear()
+    try:
+        rc = main(["parse", "--format", "json", str(ROOT / "fixtures" / "nccl-logs" / "041-h20-ib-gdrdma-cumem-2node.log")])
+        assert rc in (0, 1) and json.loads(capsys.readouterr().out)["schema_version"]
+        assert reads == []
+        rc = main(["parse", "--format", "json", str(FIXTURE), str(FIXTURE)])
+        assert rc in (0, 1) and json.loads(capsys.readouterr().out)["schema_version"]
+        assert reads == [None]
+    finally:
+        warnclass._warn_matcher.cache_clear()
 
 
 def test_the_listing_goes_through_the_cli_to_json_out_and_refuses_junit(capsys, tmp_path):
