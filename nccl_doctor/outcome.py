@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nccl_doctor.report import Report
+from nccl_doctor.text import printable, printable_data
 
 AfterRender = Callable[[int], int]
 
@@ -23,6 +24,10 @@ class Listing:
 
     text: str
     document: dict[str, Any]
+
+    def __post_init__(self) -> None:  # it quotes log lines: no control character reaches the terminal
+        object.__setattr__(self, "text", printable(self.text))
+        object.__setattr__(self, "document", printable_data(self.document))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,9 @@
-"""Renderers: pure functions of a ``Report`` into rich text, versioned JSON and JUnit XML."""
+"""Renderers: pure functions of a ``Report`` into rich text, versioned JSON and JUnit XML.
+
+Findings and tables are made printable as they are built (``report.py``); the report's own fields a
+command fills freely (summary, notes, ``could_not_run``, ``data``) are made printable here, by each
+renderer alike, so no text from an input reaches an output with a control character (``text.py``).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from rich.text import Text
 
 from nccl_doctor import __version__
 from nccl_doctor.report import SCHEMA_VERSION, Finding, Report, Severity
+from nccl_doctor.text import printable, printable_data
 
 _STYLE = {Severity.PASS: "bold green", Severity.WARN: "bold yellow", Severity.FAIL: "bold red"}
 LOG_WIDTH = 140  # columns off a terminal (a job log) when COLUMNS is unset: tables stay unwrapped
@@ -41,8 +47,8 @@ def verdict_line(report: Report) -> str:
     for f in report.findings:
         counts[f.severity] += 1
     tally = f"{counts[Severity.FAIL]} fail, {counts[Severity.WARN]} warn, {counts[Severity.PASS]} pass"
-    line = f"nccl-doctor {report.command}: {report.verdict.value.upper()} ({tally})"
-    return f"{line}: {report.summary}" if report.summary else line
+    line = f"nccl-doctor {printable(report.command)}: {report.verdict.value.upper()} ({tally})"
+    return f"{line}: {printable(report.summary)}" if report.summary else line
 
 
 def render_text(report: Report, console: Console) -> None:
@@ -84,7 +90,7 @@ def _render_text(report: Report, console: Console) -> None:
         if f.fix:
             console.print(Text(f"    fix: {f.fix}", style="green"), soft_wrap=True)
     for note in report.notes:
-        console.print(Text(note, style="dim"), soft_wrap=True)
+        console.print(Text(printable(note), style="dim"), soft_wrap=True)
 
 
 def report_dict(report: Report) -> dict[str, Any]:
@@ -93,13 +99,13 @@ def report_dict(report: Report) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "tool": "nccl-doctor",
         "tool_version": __version__,
-        "command": report.command,
+        "command": printable(report.command),
         "verdict": report.verdict.value,
-        "summary": report.summary,
+        "summary": printable(report.summary),
     }
     if report.could_not_run:
-        doc["could_not_run"] = report.could_not_run
-    doc.update(report.data)
+        doc["could_not_run"] = printable(report.could_not_run)
+    doc.update(printable_data(report.data))
     doc["findings"] = [f.as_dict() for f in report.sorted_findings()]
     return doc
 
@@ -112,7 +118,7 @@ def render_junit(report: Report, *, strict: bool = False) -> str:
     """A testsuite per host, a testcase per finding (named by code); fail = failure, warn = passed
     with system-out (dashboards treat warnings as green, as the exit code does), or a failure under
     ``strict`` (as the exit code then is). A check that could not run is an error testcase in "all"."""
-    root = ET.Element("testsuites", name=f"nccl-doctor {report.command}")
+    root = ET.Element("testsuites", name=f"nccl-doctor {printable(report.command)}")
     total = fails = errors = 0
     for host, findings in sorted(_findings_by_host(report).items()):
         tests, failures, errs = _junit_suite(root, report, host, findings, strict=strict)
@@ -151,7 +157,8 @@ def _junit_suite(root: ET.Element, report: Report, host: str, findings: list[Fin
                           failures=str(len(failing)), errors=str(nerr), skipped="0")
     if nerr:
         case = ET.SubElement(suite, "testcase", classname=f"{report.command}.{ALL_HOSTS}", name="could not run")
-        ET.SubElement(case, "error", message=report.could_not_run, type="could-not-run").text = report.summary
+        ET.SubElement(case, "error", message=printable(report.could_not_run),
+                      type="could-not-run").text = printable(report.summary)
     for f in findings:
         case = ET.SubElement(suite, "testcase", classname=f"{report.command}.{host}",
                              name=f"{f.code} {str(f.where) or host}")

@@ -3,6 +3,10 @@
 A check yields ``Finding``s; a ``Report`` holds them with the command's own data (JSON-ready dicts)
 and the tables its text view shows. Renderers (``render.py``) only read a ``Report``; the exit code is
 a pure function of it.
+
+Every text a ``Where``, ``Finding`` or ``Table`` is given is made ``printable`` (``text.py``) as it is
+built: text from logs, sysfs or peers reaches no output with a control character or escape sequence,
+however the object was made (``finding``, the constructor, ``from_dict`` of a peer's JSON).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import hostlist
 
 from nccl_doctor.codes import CODES, Code
 from nccl_doctor.enums import StrEnum
+from nccl_doctor.text import printable, printable_or_none
 
 SCHEMA_VERSION = "1.0"
 
@@ -34,6 +39,11 @@ class Severity(StrEnum):
 _RANK = {Severity.PASS: 0, Severity.WARN: 1, Severity.FAIL: 2}
 
 
+def _printable_cell(value: Any) -> Any:
+    """A string made ``printable``; anything else (a number in a table cell) as it is."""
+    return printable(value) if isinstance(value, str) else value
+
+
 @dataclass(frozen=True, kw_only=True)
 class Where:
     """What a finding is about; every field optional, JSON keeps only the ones set."""
@@ -45,6 +55,12 @@ class Where:
     device: str | None = None
     file: str | None = None
     line: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in _WHERE_TEXTS:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, printable(value))
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -71,6 +87,9 @@ class Where:
         return ", ".join(parts)
 
 
+_WHERE_TEXTS = ("host", "comm", "iface", "device", "file")  # the fields of a ``Where`` that hold input text
+
+
 @dataclass(frozen=True, kw_only=True)
 class Finding:
     """One result of one check: a stable code (see ``codes.py``), what is wrong, where, and the fix."""
@@ -81,6 +100,14 @@ class Finding:
     fix: str | None = None
     where: Where = field(default_factory=Where)
     evidence: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        code: object = self.code  # typed Code, but an unknown code from a peer's JSON is plain text
+        if not isinstance(code, Code):
+            object.__setattr__(self, "code", printable(str(code)))
+        object.__setattr__(self, "message", printable(self.message))
+        object.__setattr__(self, "fix", printable_or_none(self.fix))
+        object.__setattr__(self, "evidence", tuple(_printable_cell(e) for e in self.evidence))
 
     def as_dict(self) -> dict[str, Any]:
         known = CODES.get(self.code)
@@ -120,6 +147,12 @@ class Table:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     caption: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "title", printable(self.title))
+        object.__setattr__(self, "columns", tuple(_printable_cell(c) for c in self.columns))
+        object.__setattr__(self, "rows", tuple(tuple(_printable_cell(c) for c in row) for row in self.rows))
+        object.__setattr__(self, "caption", printable_or_none(self.caption))
 
     def as_dict(self) -> dict[str, Any]:
         return {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows],

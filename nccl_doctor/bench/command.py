@@ -35,6 +35,7 @@ from nccl_doctor.cluster import (
     StageFile,
     check_rdzv_port,
     check_seconds,
+    die_with_parent,
     in_worker,
     launch_notes,
     overridden,
@@ -185,6 +186,8 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     for flag, path in (("--json-out", args.json_out), ("--junit-out", args.junit_out)):
         if path is not None:
             out += [flag, str(Path(path).resolve())]
+    if getattr(args, "prom_out", None) is not None:  # absolute, its own name kept: a link there is replaced
+        out += ["--prom-out", str(Path(args.prom_out).absolute())]
     out += [f for f, on in (("--no-pairs", args.no_pairs), ("--cpu", args.cpu), ("--strict", args.strict)) if on]
     return out
 
@@ -224,6 +227,7 @@ def launch_blockers(args: argparse.Namespace, env: Mapping[str, str], root: Path
 def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Outcome:
     """One rank. Rank 0 renders the report; every rank returns the shared exit code (0 under our
     launcher, which reads the code from the stage files). 2 when nothing at all was measured."""
+    die_with_parent(env)  # under our launcher: never outlive its torchrun (a SIGKILLed launcher's too)
     import torch.distributed as dist
 
     from nccl_doctor.bench import worker as bw

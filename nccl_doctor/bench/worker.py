@@ -22,7 +22,17 @@ import torch.distributed as dist
 
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
 from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
-from nccl_doctor.bench.expected import local_expected
+from nccl_doctor.bench.exchange import (
+    OPTIONAL_STR,
+    Malformed,
+    PeerDataError,
+    all_gather_flags,
+    all_gather_json,
+    expect,
+    expected_from_json,
+    expected_to_json,
+)
+from nccl_doctor.bench.expected import Expected, local_expected
 from nccl_doctor.bench.groups import plan_groups, why_not
 from nccl_doctor.bench.model import (
     BenchConfig,
@@ -56,8 +66,9 @@ from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
 
 __all__ = [  # what preflight and the bench command use; the models are re-exported from model.py
-    "BenchConfig", "BenchFailure", "BenchResult", "Measurement", "NodeInfo", "PairResult", "Stages", "build_groups",
-    "init_from_env", "local_expected", "localise", "measure", "measure_nodes", "run_bench", "share_code", "why_not",
+    "BenchConfig", "BenchFailure", "BenchResult", "Malformed", "Measurement", "NodeInfo", "PairResult", "Stages",
+    "all_gather_flags", "all_gather_json", "build_groups", "init_from_env", "local_expected", "localise", "measure",
+    "measure_nodes", "run_bench", "share_code", "why_not",
 ]
 
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -168,13 +179,16 @@ class _TorchCuda:
 
 
 def gather_nodes(env: Mapping[str, str], backend: str) -> list[NodeInfo]:
-    """One all_gather_object of (node, hostname, expected bandwidth) from every rank; only each node's
+    """(node, hostname, expected bandwidth) from every rank, as JSON (``exchange``); only each node's
     local rank 0 probes (the others send None): one probe and one DNS lookup per node."""
     host = socket.gethostname()
     node = int(env.get("GROUP_RANK", "-1"))
-    mine = local_expected(env, backend) if int(env.get("LOCAL_RANK", "0")) == 0 else None
-    per_rank: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(per_rank, (node, host, mine))
+    mine = None
+    if int(env.get("LOCAL_RANK", "0")) == 0:
+        exp, nominal, why = local_expected(env, backend)
+        mine = {"expected": expected_to_json(exp), "nominal": nominal, "why": why}
+    got = all_gather_json({"node": node, "host": host, "probe": mine})
+    per_rank = [_node_entry(r, e) for r, e in enumerate(got)]
 
     def key_of(node_id: int, h: str) -> int | str:  # torchrun's GROUP_RANK when present, else the hostname
         return node_id if node_id >= 0 else h
@@ -183,12 +197,22 @@ def gather_nodes(env: Mapping[str, str], backend: str) -> list[NodeInfo]:
     nodes = []
     for i, key in enumerate(keys):
         ranks = tuple(r for r, (n, h, _) in enumerate(per_rank) if key_of(n, h) == key)
-        exp, nominal, why = next((per_rank[r][2] for r in ranks if per_rank[r][2] is not None),
-                                 (None, False, "no yardstick: no rank of this node probed it (no LOCAL_RANK 0)"))
+        probed = [p for r in ranks if (p := per_rank[r][2]) is not None]
+        exp, nominal, why = probed[0] if probed else (
+            None, False, "no yardstick: no rank of this node probed it (no LOCAL_RANK 0)")
         nodes.append(NodeInfo(index=i, host=per_rank[ranks[0]][1], ranks=ranks, iface=exp.iface if exp else None,
                               link_gbps=exp.inter_gbps if exp and exp.inter_gbps else None, expected=exp,
                               nominal_link=nominal, no_expected=why))
     return nodes
+
+
+def _node_entry(rank: int, entry: Any) -> tuple[int, str, tuple[Expected | None, bool, str | None] | None]:
+    """One rank's ``gather_nodes`` entry, checked: (node, host, (yardstick, nominal, why) or None)."""
+    d = expect(entry, rank, "topology data", {"node": (int,), "host": (str,), "probe": (dict, type(None))})
+    if d["probe"] is None:
+        return d["node"], d["host"], None
+    p = expect(d["probe"], rank, "probe summary", {"nominal": (bool,), "why": OPTIONAL_STR})
+    return d["node"], d["host"], (expected_from_json(p.get("expected"), rank), p["nominal"], p["why"])
 
 
 def build_groups(nodes: list[NodeInfo], device: str, wanted: tuple[str, ...]) -> tuple[dict[Group, Any], list[str]]:
@@ -430,7 +454,7 @@ def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, prog
 
 
 def _rank_nics(device: str) -> list[str | None]:
-    """Each world rank's NIC (the probe's nearest to its GPU; ``rails.rank_nics``): one all_gather_object.
+    """Each world rank's NIC (the probe's nearest to its GPU; ``rails.rank_nics``), gathered as JSON.
     Only GPU ranks have one; each node's local rank 0 probes once."""
     addr, nic_map = None, None
     if device.startswith("cuda"):
@@ -442,9 +466,17 @@ def _rank_nics(device: str) -> list[str | None]:
             except (InputError, OSError):
                 nic_map = None  # no NIC names: the rails are still measured and named by local rank
     node = os.environ.get("GROUP_RANK") or socket.gethostname()
-    per_rank: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(per_rank, (node, addr, nic_map))
-    return rank_nics(per_rank)
+    got = all_gather_json({"node": node, "addr": addr, "nics": nic_map})
+    return rank_nics([_nic_entry(r, e) for r, e in enumerate(got)])
+
+
+def _nic_entry(rank: int, entry: Any) -> tuple[str, str | None, dict[str, str] | None]:
+    """One rank's ``_rank_nics`` entry, checked: (node, GPU PCI address, GPU -> NIC map)."""
+    d = expect(entry, rank, "NIC data", {"node": (str,), "addr": OPTIONAL_STR, "nics": (dict, type(None))})
+    nics = d["nics"]
+    if nics is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in nics.items()):
+        raise PeerDataError(f"rank {rank} sent malformed NIC data (the GPU -> NIC map)")
+    return d["node"], d["addr"], nics
 
 
 # --- the whole run ---------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """What the launchers share: Slurm's environment, routes and ports, torchrun, stage files, processes.
 
 What other packages use is imported from here; the modules behind it are this package's own:
-``slurm`` (where we are), ``net`` (routes, ports, endpoints), ``torchrun`` (the plan, the launch, its
-outcome), ``stderr`` (torchrun's output), ``stages`` (each rank's stage file), ``procs`` (signals,
-process groups, private dirs) and ``validate`` (ports, deadlines, numbers).
+``slurm`` (where we are), ``launchers`` (this node's place, from flags or any launcher), ``drain``
+(``--drain-on-fail``'s ``scontrol``), ``net`` (routes, ports, endpoints), ``torchrun`` (the plan, the
+launch, its outcome), ``stderr`` (torchrun's output), ``stages`` (each rank's stage file), ``procs``
+(signals, process groups, private dirs) and ``validate`` (ports, deadlines, numbers).
 """
 
+from nccl_doctor.cluster.drain import drain_on_fail
+from nccl_doctor.cluster.launchers import JobLayout, LayoutFlags, job_layout
 from nccl_doctor.cluster.net import (
     PortOrigin,
     Route,
@@ -17,7 +20,14 @@ from nccl_doctor.cluster.net import (
     rdzv_port_origin,
     route_to,
 )
-from nccl_doctor.cluster.procs import ignore_sigterm, kill_groups, private_dir, sigterm_as_interrupt
+from nccl_doctor.cluster.procs import (
+    child_env,
+    die_with_parent,
+    ignore_sigterm,
+    kill_groups,
+    private_dir,
+    sigterm_as_interrupt,
+)
 from nccl_doctor.cluster.rankenv import RANK_SETTINGS, overridden, rank_env
 from nccl_doctor.cluster.slurm import (
     DEFAULT_PORT,
@@ -49,8 +59,10 @@ __all__ = [
     "MAX_SECONDS",
     "RANK_SETTINGS",
     "STAGE_DIR_ENV",
+    "JobLayout",
     "LaunchConfig",
     "LaunchOutcome",
+    "LayoutFlags",
     "PortOrigin",
     "Route",
     "SlurmInfo",
@@ -62,11 +74,15 @@ __all__ = [
     "check_port",
     "check_rdzv_port",
     "check_seconds",
+    "child_env",
     "default_nproc",
+    "die_with_parent",
+    "drain_on_fail",
     "free_port",
     "gloo_iface_to",
     "ignore_sigterm",
     "in_worker",
+    "job_layout",
     "kill_groups",
     "launch_notes",
     "one_task_per_node",

@@ -26,9 +26,11 @@ _C10D_HARMLESS = (b"The hostname of the client socket cannot be retrieved",)
 _C10D_BROKEN = re.compile(rb"(recv\w* failed|send\w* failed|should dump\" flag|Connection was likely closed|"
                           rb"Connection reset by peer|Broken pipe)")
 _DUMP_LINE = re.compile(rb"^(Exception raised from |frame #\d+: )")
-# torchrun's own frames (its main, launcher, agent, rendezvous): a traceback with no other frame is
-# torchrun's (a busy rendezvous port, a store it cannot reach); a worker's always has nccl_doctor frames
-_TORCHRUN_FRAME = re.compile(rb'^\s+File "[^"]*/torch/distributed/(run\.py|elastic/|launcher/)')
+# torchrun's own frames (its main, launcher, agent, rendezvous, and ours it runs: ``rendezvous.py``): a
+# traceback with no other frame is torchrun's (a busy rendezvous port, a store it cannot reach); a worker's
+# always has other nccl_doctor frames
+_TORCHRUN_FRAME = re.compile(rb'^\s+File "[^"]*/(torch/distributed/(run\.py|elastic/|launcher/)|'
+                             rb'nccl_doctor/cluster/rendezvous\.py)')
 _FROZEN_FRAME = re.compile(rb'^\s+File "<frozen ')
 _CHAIN = (b"The above exception was the direct cause of the following exception:",
           b"During handling of the above exception, another exception occurred:")

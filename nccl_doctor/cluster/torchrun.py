@@ -1,9 +1,11 @@
 """Start ``python -m nccl_doctor <command>`` workers through torch's elastic launcher, and watch them.
 
 Why not plain torchrun: across hosts it trips on a hostname that resolves to 127.0.0.1 (``net``'s
-route). We pass ``is_host``, ``--local-addr`` and ``GLOO_SOCKET_IFNAME`` from the route to the rendezvous
-host, derive everything from ``SLURM_*`` under srun, and enforce a deadline: when it expires we kill the
-launcher's process group and say which stage each local rank was in (from its stage file).
+route), and its dynamic rendezvous unpickles what anyone who reaches its port writes. torchrun runs our
+own static rendezvous (``rendezvous.py``: node 0 hosts the store, the others draw their rank); we pass
+``is_host`` and ``GLOO_SOCKET_IFNAME`` from the route to the rendezvous host, derive everything from
+``SLURM_*`` under srun, and enforce a deadline: when it expires we kill the launcher's process group and
+say which stage each local rank was in (from its stage file). torchrun and its workers die with us.
 
 Nothing here imports torch; the parent stays light and the workers import it themselves.
 """
@@ -17,7 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -25,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nccl_doctor.cluster.net import RouteFn, free_port, gloo_iface, parse_endpoint, resolve, route_to
-from nccl_doctor.cluster.procs import ignore_sigterm, kill_group, private_dir, sigterm_as_interrupt
+from nccl_doctor.cluster.procs import (
+    child_env,
+    ignore_sigterm,
+    kill_group,
+    launch_log,
+    private_dir,
+    sigterm_as_interrupt,
+)
 from nccl_doctor.cluster.rankenv import RANK_SETTINGS, overridden
 from nccl_doctor.cluster.slurm import (
     SlurmInfo,
@@ -46,6 +54,8 @@ DEFAULT_JOIN_TIMEOUT_S = 600.0
 DEFAULT_DEADLINE_S = 900.0
 DEFAULT_GRACE_S = 5.0  # between SIGTERM and SIGKILL to the launcher's process group
 MONITOR_INTERVAL_S = 0.5  # how often torchrun's agent looks at its workers
+RDZV_BACKEND = "nccl-doctor"  # ``rendezvous.BACKEND``: registered by the module torchrun runs as
+RDZV_MODULE = "nccl_doctor.cluster.rendezvous"  # torchrun's main, with that backend
 _RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # ours would confuse torchrun's
 
 
@@ -141,12 +151,13 @@ def _route_plan(rdzv_endpoint: str, host: str, port: int, env: Mapping[str, str]
 
 def torchrun_argv(cfg: LaunchConfig, worker_argv: list[str], *, python: str = sys.executable,
                   module: str = "nccl_doctor") -> list[str]:
-    """``python -m torch.distributed.run ... -m nccl_doctor <command> ...``; never restarts workers."""
+    """torchrun (``python -m nccl_doctor.cluster.rendezvous``, torchrun's main with our static rendezvous
+    registered) ``... -m nccl_doctor <command> ...``; never restarts workers."""
     conf = [f"join_timeout={int(cfg.join_timeout_s)}"]
     if cfg.is_host is not None:
         conf.append(f"is_host={int(cfg.is_host)}")
-    argv = [python, "-m", "torch.distributed.run", f"--nnodes={cfg.nnodes}",
-            f"--nproc-per-node={cfg.nproc_per_node}", "--rdzv-backend=c10d",
+    argv = [python, "-m", RDZV_MODULE, f"--nnodes={cfg.nnodes}",
+            f"--nproc-per-node={cfg.nproc_per_node}", f"--rdzv-backend={RDZV_BACKEND}",
             f"--rdzv-endpoint={cfg.rdzv_endpoint}", f"--rdzv-id={cfg.rdzv_id}",
             f"--rdzv-conf={','.join(conf)}", "--max-restarts=0", f"--monitor-interval={MONITOR_INTERVAL_S}"]
     if cfg.local_addr:
@@ -257,9 +268,8 @@ def self_launch(worker_argv: list[str], cfg: LaunchConfig, *, env: Mapping[str, 
     stage_dir: Path | None = None
     log_name: str | None = None
     try:
-        stage_dir = private_dir("stages")
-        fd, log_name = tempfile.mkstemp(prefix="nccl-doctor-launch-", suffix=".log")
-        os.close(fd)
+        stage_dir = private_dir("stages")  # (and removes those, and the logs, of SIGKILLed runs)
+        log_name = str(launch_log(stage_dir, "stages"))
         return _run_torchrun(argv, base, cfg, stage_dir=stage_dir, log_name=log_name, grace_s=grace_s)
     except BaseException:  # an error or Ctrl-C/SIGTERM: nothing failed in the workers, keep no log
         if log_name:
@@ -298,7 +308,7 @@ def _run_torchrun(argv: list[str], base: dict[str, str], cfg: LaunchConfig, *, s
                   grace_s: float) -> LaunchOutcome:
     tmp = _worker_env(base, cfg, stage_dir, log_name)
     start = time.monotonic()
-    proc = subprocess.Popen(argv, env=base, start_new_session=True, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, env=child_env(base), start_new_session=True, stderr=subprocess.PIPE)
     assert proc.stderr is not None  # stderr=PIPE
     filt = StderrFilter()
     relay = threading.Thread(target=relay_stderr, args=(proc.stderr, sys.stderr, Path(log_name), filt), daemon=True)

@@ -40,6 +40,7 @@ class Code(StrEnum):
 
     # --- ND0xx (general) ---
     CHECK_SKIPPED = "ND001"
+    SLURM_DRAIN = "ND002"
     # --- ND1xx (parse) ---
     INTER_NODE_TRANSPORT_OK = "ND101"
     SOCKET_FALLBACK = "ND102"
@@ -59,6 +60,7 @@ class Code(StrEnum):
     OFI_PROVIDER_NOT_EFA = "ND116"
     LOG_INPUT_DAMAGED = "ND117"
     RANKS_BEHIND = "ND118"
+    LOG_LIMITS_REACHED = "ND119"
     # --- ND2xx (probe) ---
     PROBE_SUMMARY = "ND200"
     NCCL_ON_MANAGEMENT = "ND201"
@@ -87,6 +89,7 @@ class Code(StrEnum):
     NCCL_FINDS_NO_INTERFACE = "ND224"
     EFA_NEEDS_PLUGIN = "ND225"
     NO_RDMA = "ND226"
+    FILE_SKIPPED = "ND227"
     # --- ND3xx (bench) ---
     BANDWIDTH_OK = "ND300"
     WRONG_RESULTS = "ND301"
@@ -111,6 +114,9 @@ class Code(StrEnum):
     NODE_LOST = "ND407"
     RANK_COUNT_MISMATCH = "ND408"
     FSDP_SMOKE = "ND410"
+    STORE_VALUE_REJECTED = "ND411"
+    STORE_UNAUTHENTICATED = "ND412"
+    OPEN_FILES_LIMIT = "ND413"
 
 
 CODES: dict[str, Code] = {c.value: c for c in Code}

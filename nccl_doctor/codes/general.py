@@ -19,4 +19,21 @@ TEXTS: dict[str, CodeText] = {
             "numbered node by node; on one node use --groups world."
         ),
     ),
+    "ND002": CodeText(
+        "slurm-drain",
+        "--drain-on-fail acted on a FAIL: it drained the failing node in Slurm, or says why it could not.",
+        (
+            "A node that fails its check keeps taking jobs until someone drains it; a health check or prolog "
+            "that drains it (`scontrol update NodeName=... State=DRAIN`) keeps the next job off it. Only the "
+            "nodes a FAIL names are drained, never the healthy ones, and never every node of a multi-node "
+            "job (a fault on all of them is the job's settings or the network, not the nodes). Drained: PASS, "
+            "with the node and the Reason Slurm shows. Not drained: WARN with why (not run by Slurm, no "
+            "permission, scontrol missing or refusing); the exit code is the verdict's either way."
+        ),
+        (
+            "Drained: fix the node as the FAIL finding says, then `scontrol update NodeName=<node> "
+            "State=RESUME`. Not drained: run it as root or SlurmUser from a Slurm Prolog, HealthCheckProgram "
+            "or job step (SLURMD_NODENAME or SLURM_JOB_ID set), with scontrol on the PATH; see examples/slurm/."
+        ),
+    ),
 }

@@ -114,4 +114,43 @@ TEXTS: dict[str, CodeText] = {
             "TORCH_DISTRIBUTED_DEBUG=DETAIL and NCCL_DEBUG=INFO on the named rank."
         ),
     ),
+    "ND411": CodeText(
+        "store-value-rejected",
+        "A value in the rendezvous store was forged, malformed or too big; names its key and writer.",
+        (
+            "Node 0's store answers anyone who reaches its port. With NCCL_DOCTOR_SECRET every value carries an "
+            "HMAC of its run, key and value: one that does not verify was written by someone without the secret "
+            "(or copied from another key or run). Any value that is not what its key holds is rejected: nothing "
+            "in it is used, and the run fails rather than pass on it."
+        ),
+        (
+            "Find who writes to node 0's port (`ss -tnp 'sport = :PORT'` on node 0) and keep the port to the "
+            "job's nodes; give every node of the job the same NCCL_DOCTOR_SECRET."
+        ),
+    ),
+    "ND412": CodeText(
+        "store-unauthenticated",
+        "NCCL_DOCTOR_SECRET is not set: the rendezvous store is unauthenticated.",
+        (
+            "Without a secret anyone who reaches node 0's port can read every node's versions, settings and NICs "
+            "and write a forged rank result or verdict that preflight cannot tell apart."
+        ),
+        (
+            "export NCCL_DOCTOR_SECRET=$(openssl rand -hex 16) before srun (srun passes the environment to every "
+            "task); with another launcher give every node the same value."
+        ),
+    ),
+    "ND413": CodeText(
+        "open-files-limit",
+        "Node 0's open-file limit is below what its store needs for this many nodes and ranks.",
+        (
+            "Node 0's store holds a connection from every node and every rank; past RLIMIT_NOFILE it silently "
+            "stops accepting and ranks time out in init. Preflight raises the soft limit to the hard one at start; "
+            "this says even the hard limit is too low."
+        ),
+        (
+            "Raise the hard open-file limit on node 0 (`ulimit -Hn`, /etc/security/limits.conf, LimitNOFILE= for "
+            "slurmd; Slurm's PropagateResourceLimits passes the submitting shell's)."
+        ),
+    ),
 }

@@ -327,4 +327,16 @@ TEXTS: dict[str, CodeText] = {
             "NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD."
         ),
     ),
+    "ND227": CodeText(
+        "file-skipped",
+        "A file the probe reads is a FIFO, device or socket, or too large: skipped.",
+        (
+            "The probe never opens a FIFO, device or socket in the tree it reads (a FIFO would block it "
+            "forever) and keeps no file over 1 MiB (a sysfs value, /proc/net table, /etc/hosts or nccl.conf is "
+            "far smaller). What that file would have said is missing from the report: a snapshot or --root tree"
+            " was made by hand or altered, or the file is not what NCCL expects there."
+        ),
+        ("Replace the file with the regular file the kernel or NCCL expects there, or take a fresh snapshot "
+         "with `nccl-doctor probe --snapshot`."),
+    ),
 }

@@ -24,8 +24,12 @@ from typing import Any
 from nccl_doctor.logs.commlines import MAX_RANKS_PER_COMM
 from nccl_doctor.logs.infolines import MAX_SETTING_VALUES
 from nccl_doctor.logs.model import (
+    MAX_COMMS,
     MAX_EXAMPLES,
     MAX_GROUPS,
+    MAX_HOSTS,
+    MAX_NAMES,
+    MAX_PROCS,
     MAX_SET,
     MAX_TR_EVIDENCE,
     MIXED_PG,
@@ -216,7 +220,24 @@ def _link_layers(a: Counter[str], b: Counter[str]) -> Counter[str]:
 
 
 def _comms_ok(a: dict[str, Comm], b: dict[str, Comm]) -> bool:
-    return all(check_fields(COMM_RULES, a[k], c) for k, c in b.items() if k in a)
+    return _within(a, b, MAX_COMMS) and all(check_fields(COMM_RULES, a[k], c) for k, c in b.items() if k in a)
+
+
+def _within(a: dict[Any, Any], b: dict[Any, Any], cap: int) -> bool:
+    """The keys of both together stay within ``cap``: the sequential parser, which stops adding new ones at
+    ``cap``, added each of the range's (a range that itself went past a limit fails ``_none_folded``)."""
+    return len(a) + len(b) <= cap or len(a) + sum(1 for k in b if k not in a) <= cap
+
+
+def _names_ok(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """A table of names (``CappedDict``, ``CappedCounter``): the range dropped none, both keep all of theirs."""
+    return not getattr(b, "dropped", 0) and _within(a, b, MAX_NAMES)
+
+
+def _none_folded(_a: Counter[str], b: Counter[str]) -> bool:
+    """The range kept every host, process and communicator it met: past a limit, which ones the sequential
+    parser keeps depends on what came before the range."""
+    return not b
 
 
 def _comms(a: dict[str, Comm], b: dict[str, Comm]) -> dict[str, Comm]:
@@ -227,26 +248,27 @@ RESULT_RULES: dict[str, Rule] = {
     "sources": (_ok, _concat),
     "lines": (_ok, _sum),
     "nccl_lines": (_ok, _sum),
-    "versions": (_dict_of_capped_sets_ok, _dict_of_capped_sets),
-    "version_first": (_ok, _setdefault),
-    "hosts": (_ok, _dict_of_sets),
+    "versions": (lambda a, b: _names_ok(a, b) and _dict_of_capped_sets_ok(a, b), _dict_of_capped_sets),
+    "version_first": (_names_ok, _setdefault),
+    "hosts": (lambda a, b: _within(a, b, MAX_HOSTS), _dict_of_sets),
     "host_max_dev": (_ok, _max_dev),
-    "procs": (_disjoint, lambda a, b: a | b),
+    "procs": (lambda a, b: _disjoint(a, b) and len(a) + len(b) <= MAX_PROCS, lambda a, b: a | b),
     "comms": (_comms_ok, _comms),
     "named_ranks": (_ok, _union),
-    "networks": (_ok, _counter),
-    "net_plugins": (_ok, _counter),
+    "networks": (_names_ok, _counter),
+    "net_plugins": (_names_ok, _counter),
     "ib_devices": (_ok, _setdefault),  # the first device list of a host is kept
-    "link_layers": (_ok, _link_layers),
+    "link_layers": (_names_ok, _link_layers),
     "ib_no_device": (_ok, _setdefault),
     "ib_sideband": (_ok, _union),
     "socket_ifaces": (_ok, _setdefault),
     "bootstrap_ifaces": (_ok, _setdefault),
     "oob_ifaces": (_ok, _setdefault),
-    "settings": (_settings_ok, _settings),
+    "bootstrap_net": (_ok, _setdefault),  # the first device per host
+    "settings": (lambda a, b: _names_ok(a, b) and _settings_ok(a, b), _settings),
     "gdr_hca": (_ok, _dict_of_sets),
-    "gdr_gpu": (_ok, _counter),
-    "ofi_providers": (_ok, _counter),
+    "gdr_gpu": (_names_ok, _counter),
+    "ofi_providers": (_names_ok, _counter),
     "nvls_available": (_ok, _either),
     "warnings": (_tables_ok, _tables),
     "errors": (_tables_ok, _tables),
@@ -256,6 +278,7 @@ RESULT_RULES: dict[str, Rule] = {
     "facts": (_facts_ok, _setdefault),
     "fact_hosts": (_dict_of_capped_sets_ok, _dict_of_capped_sets),
     "skipped": (_ok, _keep),
+    "folded": (_none_folded, _counter),
 }
 
 
@@ -379,7 +402,7 @@ def _parser_ok(s: LogParser, w: Worker) -> bool:
 
 PARSER_ATTRS = frozenset({
     "result", "file", "lineno", "_prefix_cache", "_held", "_held_lineno", "_unidentified", "_orphans",
-    "_misfits", "_noop", "_names", "_settings", "_pending",
+    "_misfits", "_noop", "_names", "_settings", "_pending", "_sink",
 })
 WORKER_ATTRS = frozenset({"splice_checked", "splice_found", "rekeyed", "cache_cleared", "pending_new"})
 

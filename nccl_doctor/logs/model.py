@@ -1,7 +1,11 @@
 """What the logs said, aggregated: the ``ParseResult`` the parser fills and the diagnosis reads.
 
-Plain dataclasses (no torch, no I/O). State grows with hosts, processes, ranks and communicators,
-never with the number of lines: every set and list here is capped by one of the ``MAX_*`` constants.
+Plain dataclasses (no torch, no I/O), slotted: a large job's log makes tens of thousands of them. State
+grows with hosts, processes, ranks and communicators, never with the number of lines: every set and list
+here is capped by one of the ``MAX_*`` constants, and so are the hosts, processes and communicators
+themselves (``MAX_HOSTS``, ``MAX_PROCS``, ``MAX_COMMS``): a log is input anyone can write, and one that
+names a million of them must not take gigabytes. Past a limit, what is new is counted in ``folded``
+(``Folded``), not kept, and the report says so.
 
 Adding a field (here, or an attribute of the parser)? Give it a merge rule in ``merge.py`` (``RESULT_RULES``,
 ``COMM_RULES``, ``GROUP_RULES``, ``PARSER_ATTRS``): how two ranges' values combine into what one sequential
@@ -28,6 +32,57 @@ OTHER = "other"  # the group key and kind of every kind past MAX_GROUPS
 UNKNOWN_HOST = "?"  # the host key of lines whose prefix names no host
 MIXED_PG = "mixed"  # a watchdog group's "pg" detail when its lines name different process groups
 OFI_PLUGIN = "aws-ofi-nccl"  # the net plugin of EFA, counted for NET/OFI lines
+# Limits on what a log can make the parser keep (a 32,768-GPU job: 4,096 hosts, 32,768 processes, a few
+# thousand communicators; bench_parse.py's log has 4,105). Past them, new ones are counted, not kept.
+MAX_HOSTS = 65_536  # distinct hosts
+MAX_PROCS = 262_144  # distinct processes (host:pid)
+MAX_COMMS = 16_384  # distinct communicators
+MAX_NAME_CHARS = 255  # a longer host name or communicator id is no name (DNS names stop at 253)
+MAX_NAMES = 4096  # distinct names kept per table of names read from lines (settings, versions, networks)
+
+
+class Folded(StrEnum):
+    """Keys of ``ParseResult.folded``: what was past a limit, counted instead of kept."""
+
+    HOSTS = "hosts"  # process prefixes of hosts past MAX_HOSTS (or of names past MAX_NAME_CHARS)
+    PROCS = "processes"  # process prefixes past MAX_PROCS
+    COMMS = "communicators"  # init lines of communicators past MAX_COMMS (or of ids past MAX_NAME_CHARS)
+
+
+_V = TypeVar("_V")
+
+
+class CappedCounter(Counter[str]):
+    """A ``Counter`` of names read from lines that keeps at most ``MAX_NAMES`` of them: a new name past that is
+    counted in ``dropped``, not kept (``c[name] += 1``, ``update`` and unpickling all go through
+    ``__setitem__``)."""
+
+    dropped = 0
+
+    def __setitem__(self, key: str, value: int) -> None:
+        if key not in self and len(self) >= MAX_NAMES:
+            self.dropped += 1
+            return
+        super().__setitem__(key, value)
+
+
+class CappedDict(dict[str, _V]):
+    """A dict keyed by names read from lines that keeps at most ``MAX_NAMES`` of them (see ``CappedCounter``);
+    ``setdefault`` of a name past that returns the default without keeping it."""
+
+    dropped = 0
+
+    def __setitem__(self, key: str, value: _V) -> None:
+        if key not in self and len(self) >= MAX_NAMES:
+            self.dropped += 1
+            return
+        super().__setitem__(key, value)
+
+    def setdefault(self, key: str, default: _V) -> _V:
+        if key in self:
+            return self[key]
+        self[key] = default
+        return default
 
 
 class Category(StrEnum):
@@ -76,7 +131,7 @@ TransportKey = tuple[str, str] | tuple[str, str, bool]
 NetKey = tuple[str | None, int | None, str, bool, str]
 
 
-@dataclass
+@dataclass(slots=True)
 class Evidence:
     """A line as the user can find it again: file, line number, text (and who printed it, if known)."""
 
@@ -91,7 +146,7 @@ class Evidence:
         return f"{where}{self.text[:SHOWN_CHARS]}"
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     """All occurrences of one kind of warning or error.
 
@@ -110,7 +165,7 @@ class Group:
     detail: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class Comm:
     """One communicator, merged over every process that reported on it."""
 
@@ -151,7 +206,7 @@ class Comm:
             mine.extend(evs[:MAX_TR_EVIDENCE - len(mine)])
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Membership:
     """One process in one communicator; ``seen`` holds channel-line tails already counted."""
 
@@ -163,7 +218,7 @@ class Membership:
     seen: set[str] = field(default_factory=set)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Proc:
     """One NCCL process (``host:pid``)."""
 
@@ -172,6 +227,10 @@ class Proc:
     version: str | None = None
     memberships: list[Membership] = field(default_factory=list)
     cur: Membership | None = None
+    # The first WARN the catalog classes fatal since the process last went on, held until it goes on again (an
+    # init completes: NCCL handled it, a warning) or the input ends (an error): a job is judged on its last
+    # state. (file, line, rank, message, how many times that kind came): one per process, whatever the log.
+    fatal_warn: tuple[str | None, int, int | None, str, int] | None = None
 
 
 class _SourceEntry(TypedDict):
@@ -199,26 +258,27 @@ class ParseResult:
     sources: list[SourceEntry] = field(default_factory=list)
     lines: int = 0
     nccl_lines: int = 0
-    versions: dict[str, set[str]] = field(default_factory=dict)  # version -> "host:pid" (capped)
-    version_first: dict[str, Evidence] = field(default_factory=dict)
+    versions: CappedDict[set[str]] = field(default_factory=CappedDict)  # version -> "host:pid" (capped)
+    version_first: CappedDict[Evidence] = field(default_factory=CappedDict)
     hosts: dict[str, set[int]] = field(default_factory=dict)
     host_max_dev: dict[str, int] = field(default_factory=dict)
     procs: dict[tuple[str, int], Proc] = field(default_factory=dict)
     comms: dict[str, Comm] = field(default_factory=dict)
     named_ranks: set[int] = field(default_factory=set)  # ranks named outside communicators
-    networks: Counter[str] = field(default_factory=Counter)  # "Using network X" and friends
-    net_plugins: Counter[str] = field(default_factory=Counter)
+    networks: CappedCounter = field(default_factory=CappedCounter)  # "Using network X" and friends
+    net_plugins: CappedCounter = field(default_factory=CappedCounter)
     ib_devices: dict[str, list[str]] = field(default_factory=dict)  # host -> ["mlx5_0:1/IB", ...]
-    link_layers: Counter[str] = field(default_factory=Counter)
+    link_layers: CappedCounter = field(default_factory=CappedCounter)
     ib_no_device: dict[str, Evidence] = field(default_factory=dict)
     ib_sideband: set[str] = field(default_factory=set)
     socket_ifaces: dict[str, list[str]] = field(default_factory=dict)  # host -> ["eth0:10.0.0.1", ...]
     bootstrap_ifaces: dict[str, list[str]] = field(default_factory=dict)
     oob_ifaces: dict[str, str] = field(default_factory=dict)
-    settings: dict[str, Counter[str]] = field(default_factory=dict)
+    bootstrap_net: dict[str, str] = field(default_factory=dict)  # host -> "mlx5_0:1": 2.24+ bootstrap over a NET device
+    settings: CappedDict[Counter[str]] = field(default_factory=CappedDict)
     gdr_hca: dict[str, set[str]] = field(default_factory=dict)  # "Enabled"/"Disabled" -> {"host/hca"}
-    gdr_gpu: Counter[str] = field(default_factory=Counter)
-    ofi_providers: Counter[str] = field(default_factory=Counter)
+    gdr_gpu: CappedCounter = field(default_factory=CappedCounter)
+    ofi_providers: CappedCounter = field(default_factory=CappedCounter)
     nvls_available: bool = False
     warnings: dict[str, Group] = field(default_factory=dict)  # non-fatal NCCL WARN kinds
     errors: dict[ErrorKey, Group] = field(default_factory=dict)  # (category, kind[, what selects the fix])
@@ -229,6 +289,7 @@ class ParseResult:
     facts: dict[str, Evidence] = field(default_factory=dict)
     fact_hosts: dict[str, set[str]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # directory entries not read: evidently not logs
+    folded: Counter[str] = field(default_factory=Counter)  # ``Folded`` -> how many were past their limit
 
     @property
     def has_nccl(self) -> bool:

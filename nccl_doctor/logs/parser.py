@@ -22,7 +22,17 @@ from typing import cast
 from nccl_doctor.errors import InputError
 from nccl_doctor.logs.commlines import UNIDENTIFIED
 from nccl_doctor.logs.infolines import INFO_DISPATCH, InfoLines
-from nccl_doctor.logs.model import Category, Comm, ParseResult, Proc, SourceEntry
+from nccl_doctor.logs.model import (
+    MAX_HOSTS,
+    MAX_NAME_CHARS,
+    MAX_PROCS,
+    Category,
+    Comm,
+    Folded,
+    ParseResult,
+    Proc,
+    SourceEntry,
+)
 from nccl_doctor.logs.patterns import (
     IGNORED_HEADS,
     LAST_ERROR_RE,
@@ -58,6 +68,7 @@ assert INFO_WRAP_MIN >= WRAP_MIN  # an INFO line held by _physical is held by fe
 NOOP_MAX_CHARS = 120  # INFO messages up to this length may be memoised as no-ops (``_noop_message``)
 MAX_SEEN_TAILS = 4096  # channel-line tails remembered per membership
 MAX_PREFIXES = 200_000  # distinct line prefixes cached before the cache starts over
+MAX_PREFIX_CHARS = 256  # longer line prefixes are not cached (200,000 of 16 KiB would be 3 GB)
 MAX_HOSTS_SPLICE_CHECK = 10_000  # known hosts up to which a new host name is checked for a splice
 DISPATCH_CHARS = 5  # an INFO message's handler is chosen by this many first characters
 INFO_MARK = " NCCL INFO "  # between a line's prefix and its message
@@ -252,7 +263,7 @@ class LogParser(InfoLines):
         starts = []
         for m in MARK_RE.finditer(line):
             start, host = m.start(), m.group("host")
-            if host and host not in self.result.hosts:  # "...via P2P/IPCzeta:1:2 [0] NCCL INFO"
+            if host and host not in self.result.hosts and len(host) <= MAX_NAME_CHARS:  # "...IPCzeta:1:2 [0] NCCL"
                 known = self._known_suffix(host)
                 if known:
                     start += len(host) - len(known)
@@ -285,16 +296,16 @@ class LogParser(InfoLines):
         proc = None
         if m:
             host = m.group("host")
-            if host not in r.hosts and len(r.hosts) < MAX_HOSTS_SPLICE_CHECK:
+            if host not in r.hosts and len(r.hosts) < MAX_HOSTS_SPLICE_CHECK and len(host) <= MAX_NAME_CHARS:
                 # a spliced line glues the tail of one record to the next host name
                 known = self._known_suffix(host)
                 host = known or host
             pid, dev = int(m.group("pid")), int(m.group("dev"))
             proc = r.procs.get((host, pid))
-            if proc is None:
+            if proc is None and not self._past_limits(host):
                 proc = r.procs[(host, pid)] = Proc(host, pid)
                 r.hosts.setdefault(host, set()).add(pid)
-            if dev > r.host_max_dev.get(host, -1):
+            if proc is not None and dev > r.host_max_dev.get(host, -1):
                 r.host_max_dev[host] = dev
             lead = text[: m.start()]
         else:
@@ -302,10 +313,23 @@ class LogParser(InfoLines):
         lm = LAUNCHER_RANK_RE.match(lead) if lead else None
         if lm:
             r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
-        if len(self._prefix_cache) > MAX_PREFIXES:
-            self._prefix_cache.clear()
-        self._prefix_cache[prefix] = proc
+        if len(prefix) <= MAX_PREFIX_CHARS:
+            if len(self._prefix_cache) > MAX_PREFIXES:
+                self._prefix_cache.clear()
+            self._prefix_cache[prefix] = proc
         return proc
+
+    def _past_limits(self, host: str) -> bool:
+        """A new process of a host past ``MAX_HOSTS`` (or with no name's length), or past ``MAX_PROCS``: its
+        lines are read as lines without a prefix (no host, no process) and the prefix is counted in ``folded``."""
+        r = self.result
+        if host not in r.hosts and (len(r.hosts) >= MAX_HOSTS or len(host) > MAX_NAME_CHARS):
+            r.folded[Folded.HOSTS] += 1
+            return True
+        if len(r.procs) >= MAX_PROCS:
+            r.folded[Folded.PROCS] += 1
+            return True
+        return False
 
     # INFO messages ---------------------------------------------------------------------------
     def _info(self, proc: Proc | None, msg: str) -> None:
@@ -314,6 +338,8 @@ class LogParser(InfoLines):
             k = msg.find(" : ")
             if k > 0:
                 mem = proc.cur if proc is not None and proc.cur is not None else self._loose(proc)
+                if mem.comm is self._sink:  # a communicator past MAX_COMMS: its lines are not kept
+                    return
                 tail = msg[k:]
                 if tail in mem.seen:
                     return
@@ -322,7 +348,7 @@ class LogParser(InfoLines):
                 if " via " in tail:
                     self._channel(proc, mem, msg)
                 return
-        if (c == "co" or c == "nc" or c == "[R" or c == "ra") and self._init_line(proc, msg):  # noqa: PLR1714
+        if (c == "co" or c == "nc" or c == "[R" or c == "ra" or c == "nr") and self._init_line(proc, msg):  # noqa: PLR1714
             return
         handler = INFO_DISPATCH.get(msg[:DISPATCH_CHARS])
         if handler is not None:
@@ -400,6 +426,7 @@ class LogParser(InfoLines):
         """Hand channel lines that never met their communicator to one 'unidentified' comm."""
         if self._held is not None:
             self._flush_held()
+        self._judge_unrecovered()
         r = self.result
         loose = [p.cur.comm for p in r.procs.values() if p.cur is not None and p.cur.loose] + self._orphans
         if self._unidentified is not None:

@@ -14,9 +14,11 @@ from typing import TypeVar
 from nccl_doctor.logs.evidence import (
     TORCH_CUDA_ERROR_RE,
     async_fatal,
+    catalog_fatal,
     collnet_fallback,
     collnet_setup,
     fatal_beyond_rules,
+    recovery,
     teardown,
     transport_hint,
 )
@@ -29,6 +31,9 @@ from nccl_doctor.logs.model import (
     ErrorKey,
     Evidence,
     Fact,
+    Folded,
+    Group,
+    Membership,
     ParseResult,
     Proc,
 )
@@ -47,6 +52,7 @@ from nccl_doctor.logs.reader import clean
 MAX_MEMO = 4096  # distinct messages memoised per memo (``_names``, ``_settings``, ``_noop``) before it starts over
 EVIDENCE_CHARS = 500  # characters of a line kept as evidence
 GROUP_TEXT_CHARS = 240  # characters of a message kept as its group's text
+FOLDED_COMM = "folded"  # the key of the sink communicator (never in the result)
 _STATUS_RE = re.compile(r"(?:with status=|with error |status=)(?:\w+\()?(\d+)")
 _VENDOR_ERR_RE = re.compile(r"vendor[ _]err(?:or)?[ =](\d+)")
 
@@ -71,6 +77,15 @@ class ParserState:
         self._names: dict[str, str | None] = {}
         self._settings: dict[str, tuple[str, str] | None] = {}
         self._pending: dict[Proc, Counter[int]] = {}  # per process: error traces not yet known to be fatal
+        # the communicator of every membership past MAX_COMMS: not in ``result``, its lines not kept
+        self._sink = Comm(FOLDED_COMM)
+
+    def _fold_comm(self, proc: Proc) -> Membership:
+        """An init line of a communicator past ``MAX_COMMS``: counted; the process's lines until its next
+        communicator go to the sink (``_info`` drops them)."""
+        self.result.folded[Folded.COMMS] += 1
+        proc.cur = Membership(self._sink)
+        return proc.cur
 
     def _ev(self, text: str, host: str | None = None, rank: int | None = None) -> Evidence:
         return Evidence(self.file, self.lineno, clean(text)[:EVIDENCE_CHARS], host, rank)
@@ -119,7 +134,7 @@ class ParserState:
         if collnet_fallback(msg) and proc is not None:
             self._recover(proc)
         # "Call to connect returned ..., retrying": not fatal itself; nor the CollNet set-up NCCL gives up
-        retrying = (info and "retrying" in msg) or collnet_setup(msg)
+        retrying = (info and "retrying" in msg) or collnet_setup(msg) or recovery(msg)
         for category, rx in WARN_RULES if not retrying else ():
             if rx.search(msg):
                 if category in (Category.IB_COMPLETION, Category.VERBS):
@@ -127,8 +142,39 @@ class ParserState:
                 self._error(category, text, host, rank=rank, kind=warn_kind(msg), shown=msg)
                 return
         kind = warn_kind(msg)
+        if not retrying and catalog_fatal(msg):  # NCCL's source returns an error after it (data/nccl-catalog)
+            held = proc.fatal_warn if proc is not None else None
+            if proc is None:
+                self._error(Category.NCCL_ERROR, text, host, rank=rank, kind=kind, shown=msg)
+            elif held is None:
+                proc.fatal_warn = (self.file, self.lineno, rank, msg[:EVIDENCE_CHARS], 1)
+            elif warn_kind(held[3]) == kind:
+                proc.fatal_warn = (*held[:4], held[4] + 1)
+            return  # (a later fatal WARN of another kind: the first one is the cause)
         self.result.group(self.result.warnings, kind, Category.WARN, kind, self._ev(text, host, rank), host=host,
                           rank=rank, text=msg[:GROUP_TEXT_CHARS])
+
+    def _judge_fatal_warn(self, proc: Proc, *, recovered: bool) -> None:
+        """The fatal WARN a process held: a warning if it went on after it (NCCL handled the error), an error if
+        the input ends first."""
+        held, proc.fatal_warn = proc.fatal_warn, None
+        if held is None:
+            return
+        file, line, rank, msg, count = held
+        host, r = proc.host, self.result
+        ev = Evidence(file, line, clean(f"{host}: {msg}")[:EVIDENCE_CHARS], host, rank)
+        kind = warn_kind(msg)
+        if recovered:
+            g = r.group(r.warnings, kind, Category.WARN, kind, ev, host=host, rank=rank, text=msg[:GROUP_TEXT_CHARS])
+        else:
+            g = self._error(Category.NCCL_ERROR, ev.text, host, kind=kind, shown=msg, rank=rank, ev=ev)
+        g.count += count - 1  # (one evidence line: the first)
+
+    def _judge_unrecovered(self) -> None:
+        """At the end of the input: the fatal WARNs no process went on from are errors."""
+        for proc in self.result.procs.values():
+            if proc.fatal_warn is not None:
+                self._judge_fatal_warn(proc, recovered=False)
 
     def _pending_trace(self, proc: Proc | None, code: int) -> None:
         """An error trace of a process: recovered from if the process later completes an init (see ``_recover``)."""
@@ -144,6 +190,8 @@ class ParserState:
     def _recover(self, proc: Proc) -> None:
         """The process went on (an init completed, CollNet was given up for the point-to-point network): the
         error traces it printed since its last such point were returns NCCL handled, not the job's failure."""
+        if proc.fatal_warn is not None:
+            self._judge_fatal_warn(proc, recovered=True)
         pending = self._pending.pop(proc, None)
         if pending:
             self.result.retcodes.subtract(pending)
@@ -151,7 +199,7 @@ class ParserState:
                 del self.result.retcodes[code]
 
     def _error(self, category: Category, text: str, host: str | None, *, kind: str, shown: str,
-               rank: int | None = None) -> None:
+               rank: int | None = None, ev: Evidence | None = None) -> Group:
         """Group one fatal message; the key holds what selects its fix (an IB completion's status)."""
         hint = transport_hint(text)  # PyTorch's one-line exceptions embed NCCL's last error ("Last error: NET/IB ...")
         if hint is not None and f"{Fact.HINT_}{hint}" not in self.result.facts:
@@ -163,12 +211,13 @@ class ParserState:
             v = _VENDOR_ERR_RE.search(text)
             status, vendor = (m.group(1) if m else None), (v.group(1) if v else None)
             key = (category, kind, status)
-        g = self.result.group(self.result.errors, key, category, kind, self._ev(text, host, rank), host=host,
+        g = self.result.group(self.result.errors, key, category, kind, ev or self._ev(text, host, rank), host=host,
                               rank=rank, text=shown[:GROUP_TEXT_CHARS])
         if status and "status" not in g.detail:
             g.detail["status"] = status
         if vendor and "vendor_err" not in g.detail:
             g.detail["vendor_err"] = vendor
+        return g
 
     def _torch_exception(self, text: str) -> bool:
         """A PyTorch line that carries a CUDA error NCCL's own lines may never show (c10's ``CUDA error: %s``

@@ -25,6 +25,7 @@ MAX_TABLE_ROWS = 40  # communicators shown one per row; more are grouped by what
 MAX_ROWS_SHOWN = 200  # rows of the communicator table
 MAX_HOSTS_LISTED = 50  # hosts listed per group (and per GDR state); ``host_count`` has them all
 MAX_HOSTS_PER_VALUE = 20  # hosts listed per distinct NIC/interface list
+MAX_VALUES_LISTED = 4096  # distinct NIC/interface lists listed (a 4,096-node job: one each); the rest share one entry
 MAX_SKIPPED_NAMED = 5  # skipped files a note names
 
 
@@ -107,6 +108,7 @@ def report_data(r: ParseResult, inter: InterNode, intra: list[str], comms: list[
             "nvls_available": r.nvls_available,
         },
         "bootstrap_interfaces": by_value(r.bootstrap_ifaces),
+        "bootstrap_net_devices": by_value({h: [d] for h, d in r.bootstrap_net.items()}),
         "settings": {k: dict(v) for k, v in sorted(r.settings.items())},
         "warnings": [group_dict(g) for g in sorted(r.warnings.values(), key=lambda g: -g.count)],
         "errors": [group_dict(g) for g in r.errors.values()],
@@ -186,9 +188,17 @@ def group_dict(g: Group) -> dict[str, Any]:
 
 
 def by_value(per_host: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """Hosts grouped by identical values: 4,096 identical NIC lists make one entry."""
+    """Hosts grouped by identical values: 4,096 identical NIC lists make one entry. Past MAX_VALUES_LISTED
+    distinct lists (every host its own address), the rest make one last entry that says how many they are."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for host, values in per_host.items():
         groups.setdefault(tuple(values), []).append(host)
-    return [{"value": list(v), "host_count": len(h), "hosts": sorted(h)[:MAX_HOSTS_PER_VALUE]}
-            for v, h in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
+    ordered = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    out = [{"value": list(v), "host_count": len(h), "hosts": sorted(h)[:MAX_HOSTS_PER_VALUE]}
+           for v, h in ordered[:MAX_VALUES_LISTED]]
+    rest = ordered[MAX_VALUES_LISTED:]
+    if rest:
+        hosts = sorted(h for _, hs in rest for h in hs)
+        out.append({"value": [f"({len(rest)} more lists)"], "host_count": len(hosts),
+                    "hosts": hosts[:MAX_HOSTS_PER_VALUE]})
+    return out

@@ -3,6 +3,7 @@ and the NIC nearest each GPU from their PCI paths."""
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from nccl_doctor.node.model import (
@@ -136,19 +137,57 @@ def _container_uplinks(facts: NodeFacts) -> None:
 def _management(facts: NodeFacts) -> None:
     """An Ethernet interface or bond without RDMA is management when a faster data interface (or one on
     the RDMA fabric) exists and it carries the default route or runs at <= ``MGMT_MAX_MBPS``. Interfaces
-    are judged in order, so one found to be management no longer counts as data for the next."""
-    fabric = [i for i in facts.interfaces if i.role == Role.DATA and i.rdma]
+    are judged in order, so one found to be management no longer counts as data for the next. Linear (but
+    for a log factor): speeds computed once, "is any other data interface faster" counted, not scanned."""
+    data = [i for i in facts.interfaces if i.role == Role.DATA]
+    fabric = {id(i) for i in data if i.rdma}  # never re-judged here (they have RDMA): a fixed set
+    mbps = {id(i): link_mbps(i) for i in facts.interfaces}  # once each: the loop below is linear
+    faster_than = _FasterCount([mbps[id(i)] for i in data])
+    by_name = {i.name: i for i in facts.interfaces}
     for i in facts.interfaces:
         if i.kind not in (InterfaceKind.ETHERNET, InterfaceKind.BOND) or i.rdma:
             continue
-        slaves = i.bond.slaves if i.bond else []
-        others = [o for o in facts.interfaces if o is not i and o.role == Role.DATA and o.name not in slaves]
-        faster = [o for o in others if (o.rdma and o in fabric) or link_mbps(o) > link_mbps(i)]
+        slaves = [by_name[s] for s in dict.fromkeys(i.bond.slaves if i.bond else []) if s in by_name]
+        slaves = [s for s in slaves if s is not i and s.role == Role.DATA]
+        on_fabric = len(fabric) - sum(id(s) in fabric for s in slaves)
+        quicker = faster_than(mbps[id(i)]) - sum(mbps[id(s)] > mbps[id(i)] for s in slaves)
         slow = i.speed_mbps is None or i.speed_mbps <= MGMT_MAX_MBPS
-        if faster and (i.default_route or slow):
+        if (on_fabric or quicker) and (i.default_route or slow):
+            if i.role == Role.DATA:
+                faster_than.remove(mbps[id(i)])
             i.role = Role.MANAGEMENT
             if i.kind == InterfaceKind.ETHERNET:
                 i.kind = InterfaceKind.MANAGEMENT
+
+
+class _FasterCount:
+    """How many of a multiset of link speeds exceed a speed, with removals: a Fenwick tree over the
+    distinct speeds, so ``_management`` weighs each interface against all others in O(log n)."""
+
+    def __init__(self, speeds: list[int]):
+        self._keys = sorted(set(speeds))
+        self._tree = [0] * (len(self._keys) + 1)
+        self._total = 0
+        for s in speeds:
+            self._add(s, 1)
+
+    def _add(self, speed: int, delta: int) -> None:
+        self._total += delta
+        k = bisect.bisect_left(self._keys, speed) + 1
+        while k < len(self._tree):
+            self._tree[k] += delta
+            k += k & -k
+
+    def remove(self, speed: int) -> None:
+        self._add(speed, -1)
+
+    def __call__(self, speed: int) -> int:
+        """Count of speeds strictly above ``speed``."""
+        k, at_or_below = bisect.bisect_right(self._keys, speed), 0
+        while k > 0:
+            at_or_below += self._tree[k]
+            k -= k & -k
+        return self._total - at_or_below
 
 
 def _bond_members_share_role(facts: NodeFacts) -> None:

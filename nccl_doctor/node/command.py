@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from nccl_doctor.node.archive import read_snapshot
+from nccl_doctor.node.fsreader import FsReader
 from nccl_doctor.node.probe import probe_node
-from nccl_doctor.node.snapshot import check_snapshot_target, extract_snapshot, write_snapshot
-from nccl_doctor.node.sysfs import FsReader
+from nccl_doctor.node.snapshot import check_snapshot_target, write_snapshot
 from nccl_doctor.node.view import probe_report
 from nccl_doctor.outcome import Outcome
 
@@ -33,27 +32,18 @@ def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    given = root = Path(args.root)
+    given = Path(args.root)
     archive = given if given.is_file() else None
     if args.snapshot:  # before any work: never overwrite the input
         check_snapshot_target(args.snapshot, archive=archive, tree=given if archive is None else None)
-    tmp = None
-    try:
-        if archive is not None:
-            tmp = tempfile.mkdtemp(prefix="nccl-doctor-root.")
-            extract_snapshot(archive, Path(tmp))
-            root = Path(tmp)
-        fs = FsReader(root)
-        node = probe_node(root, os.environ, fs=fs)
-        node.root = str(args.root)
-        report = probe_report(node)
-        if args.snapshot:
-            live = archive is None and given.resolve() == LIVE_ROOT  # read paths are host paths only then
-            check_snapshot_target(args.snapshot, read=[*fs.files, *fs.links] if live else ())
-            n = write_snapshot(fs, args.snapshot)
-            report.notes.append(f"Snapshot: {args.snapshot} ({n} entries); replay with "
-                                f"`nccl-doctor probe --root {args.snapshot}`")
-        return Outcome.of(report)
-    finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+    fs = read_snapshot(archive) if archive is not None else FsReader(given)  # a snapshot: in memory only
+    node = probe_node(given, os.environ, fs=fs)
+    node.root = str(args.root)
+    report = probe_report(node)
+    if args.snapshot:
+        live = archive is None and given.resolve() == LIVE_ROOT  # read paths are host paths only then
+        check_snapshot_target(args.snapshot, read=[*fs.files, *fs.links] if live else ())
+        n = write_snapshot(fs, args.snapshot)
+        report.notes.append(f"Snapshot: {args.snapshot} ({n} entries); replay with "
+                            f"`nccl-doctor probe --root {args.snapshot}`")
+    return Outcome.of(report)

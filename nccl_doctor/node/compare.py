@@ -13,8 +13,8 @@ import socket
 from collections.abc import Mapping, Sequence
 
 from nccl_doctor.codes import Code
+from nccl_doctor.node.fsreader import FsReader
 from nccl_doctor.node.model import InterfaceKind, NodeFacts, NodeProbe, VirtualKind
-from nccl_doctor.node.sysfs import FsReader
 from nccl_doctor.report import Finding, Severity, finding, hosts_text
 
 UNSET = "(unset)"

@@ -272,6 +272,7 @@ class NodeFacts:
     default_route6_ifaces: list[str]
     unattributed_addresses: list[str]
     etc_hosts: str | None
+    skipped_files: dict[str, str] = field(default_factory=dict)  # path -> why not read (``FsReader.skipped``)
 
     def iface(self, name: str) -> Interface | None:
         return next((i for i in self.interfaces if i.name == name), None)

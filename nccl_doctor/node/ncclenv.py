@@ -14,9 +14,9 @@ import pwd
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from nccl_doctor.enums import StrEnum
+from nccl_doctor.node.fsreader import FsReader
 from nccl_doctor.node.model import (
     ENVIRONMENT,
     VERBS_LINK_LAYERS,
@@ -30,7 +30,6 @@ from nccl_doctor.node.model import (
     SocketChoice,
     loopback_name,
 )
-from nccl_doctor.node.sysfs import FsReader
 
 # Variables NCCL (2.4 .. 2.30) reads; used to spot typos. Not exhaustive: unknown names are only
 # flagged when close to one of these.
@@ -251,11 +250,27 @@ def parse_conf_lines(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
+CONF_PREFIX = "NCCL_"  # the only conf lines the probe reads, reports and snapshots
+
+
+def nccl_lines(text: str) -> str:
+    """``text`` with every line but ``NCCL_*=...`` ones blanked (line numbers kept). NCCL's setEnvFile would
+    ``setenv`` any ``NAME=VALUE`` (param.cc, no filter), but only NCCL_ variables are its business and
+    ours: ``NCCL_CONF_FILE`` may name any readable file (a token file, a key), and none of its other lines
+    may reach a report or a snapshot."""
+    return "\n".join(line if _sets_nccl_variable(line) else "" for line in text.split("\n"))
+
+
+def _sets_nccl_variable(line: str) -> bool:
+    name, eq, _ = line.partition("=")
+    return bool(eq) and not line.startswith("#") and name.strip().startswith(CONF_PREFIX)
+
+
 def user_conf_path(env: Mapping[str, str], fs: FsReader) -> str | None:
     """``~/.nccl.conf`` as NCCL finds it: the home directory of ``getpwuid(getuid())``, not ``$HOME``.
     Only the live root has that passwd entry; under a snapshot root ``$HOME`` is the best guess."""
     home = None
-    if fs.root.resolve() == Path("/"):
+    if fs.live:
         try:
             home = pwd.getpwuid(os.getuid()).pw_dir
         except KeyError:  # no passwd entry: NCCL reads no user file
@@ -265,6 +280,7 @@ def user_conf_path(env: Mapping[str, str], fs: FsReader) -> str | None:
 
 
 SETTING_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TP_SOCKET")  # what the probe records from the environment
+OWN_PREFIX = "NCCL_DOCTOR_"  # this tool's own variables (its store secret among them): not NCCL's, never shown
 SYSTEM_CONF = "/etc/nccl.conf"
 
 
@@ -272,7 +288,7 @@ def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
     """What NCCL sees after ``initEnv``: the real environment wins (``setenv(..., 0)``)."""
     settings = Settings()
     for k, v in env.items():
-        if k.startswith(SETTING_PREFIXES):
+        if k.startswith(SETTING_PREFIXES) and not k.startswith(OWN_PREFIX):
             settings.values[k] = Setting(k, v, ENVIRONMENT)
     if fs is None:
         return settings
@@ -290,6 +306,8 @@ def effective_settings(env: Mapping[str, str], fs: FsReader | None) -> Settings:
                 settings.missing_conf_file = path
             continue
         settings.conf_files.append(path)
+        text = nccl_lines(text)
+        fs.redact(path, text)  # a snapshot keeps only these lines too
         for name, value, line in parse_conf_lines(text):
             if name not in settings.values:  # setenv(..., 0): the first definition wins
                 settings.values[name] = Setting(name, value, path, line)
@@ -336,12 +354,14 @@ Candidates = list[tuple[Interface, str]]  # (interface, its first address) in ge
 def _candidates(ifaces: list[Interface], family: Family | None) -> Candidates:
     """getifaddrs() order: interfaces by their first IPv4 address, then IPv6-only ones."""
     out: Candidates = []
+    seen: set[int] = set()  # ids of the interfaces in ``out``: one look-up each, not a scan
     for fam in (Family.INET, Family.INET6):
         if family and fam != family:
             continue
         for i in ifaces:
             addrs = [a for a in i.addresses if a.family == fam and a.address != "::1"]
-            if addrs and all(i is not o for o, _ in out):
+            if addrs and id(i) not in seen:
+                seen.add(id(i))
                 out.append((i, addrs[0].address))
     return out
 

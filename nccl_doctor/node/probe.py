@@ -13,9 +13,10 @@ from pathlib import Path
 
 from nccl_doctor.errors import InputError
 from nccl_doctor.node.classify import classify, gpu_affinity
+from nccl_doctor.node.fsreader import FsReader
 from nccl_doctor.node.model import NodeProbe, Settings
 from nccl_doctor.node.ncclenv import effective_settings, gloo_ifaces, nccl_ib_ports, nccl_socket_ifaces
-from nccl_doctor.node.sysfs import FsReader, read_node
+from nccl_doctor.node.sysfs import read_node
 
 
 def probe_node(root: Path | str = "/", env: Mapping[str, str] | None = None, *,
@@ -23,16 +24,16 @@ def probe_node(root: Path | str = "/", env: Mapping[str, str] | None = None, *,
     """Read and classify the node under ``root``; compute what NCCL and Gloo will use with ``env``."""
     env = dict(os.environ if env is None else env)
     fs = fs or FsReader(root)
-    if not fs.root.exists():
-        raise InputError(f"--root {root}: does not exist")
-    if not fs.root.is_dir():
-        raise InputError(f"--root {root}: not a directory or a .tar.gz snapshot")
+    problem = fs.root_problem()
+    if problem:
+        raise InputError(f"--root {root}: {problem}")
     if not fs.is_dir("/sys/class/net"):
         raise InputError(f"--root {root}: no sys/class/net under it (not a Linux root or snapshot)")
     facts = read_node(fs)
     classify(facts)
     gpu_affinity(facts)
     settings = effective_settings(env, fs)
+    facts.skipped_files = dict(fs.skipped)
     return NodeProbe(
         root=str(root),
         facts=facts,

@@ -60,29 +60,34 @@ def default_route_ifaces(routes: list[Route4]) -> list[str]:
 
 def parse_fib_trie_local(text: str) -> list[str]:
     """Local IPv4 addresses: leaves followed by ``/32 host LOCAL`` (any table section)."""
-    found: list[str] = []
+    found: dict[str, None] = {}  # ordered, and a look-up per leaf (a list scan was quadratic)
     leaf = None
     for line in text.splitlines():
         s = line.strip()
         if s.startswith(_LEAF):
             leaf = s[len(_LEAF):].strip()
-        elif leaf and s.startswith("/32 host LOCAL") and leaf not in found:
-            found.append(leaf)
-    return found
+        elif leaf and s.startswith("/32 host LOCAL"):
+            found.setdefault(leaf)
+    return list(found)
 
 
 def attribute_ipv4(addrs: list[str], routes: list[Route4],
                    loopback: str | None) -> tuple[dict[str, list[Address]], list[str]]:
-    """Match each local address to the interface(s) whose connected route holds it (longest prefix)."""
-    connected = [r for r in routes if not r.flags & RTF_GATEWAY and r.network.prefixlen > 0]
+    """Match each local address to the interface(s) whose connected route holds it (longest prefix): one
+    dict look-up per distinct prefix length, not a scan of every route (linear in addresses)."""
+    connected: dict[int, dict[ipaddress.IPv4Network, list[str]]] = {}  # prefixlen -> network -> ifaces
+    for r in routes:
+        if not r.flags & RTF_GATEWAY and r.network.prefixlen > 0:
+            connected.setdefault(r.network.prefixlen, {}).setdefault(r.network, []).append(r.iface)
+    lengths = sorted(connected, reverse=True)  # longest first: the first hit is the best
     by_iface: dict[str, list[Address]] = {}
     orphans: list[str] = []
     for a in addrs:
         ip = ipaddress.IPv4Address(a)
-        hits = [r for r in connected if ip in r.network]
-        if hits:
-            best = max(r.network.prefixlen for r in hits)
-            for iface in dict.fromkeys(r.iface for r in hits if r.network.prefixlen == best):
+        best, ifaces = next(((n, connected[n][net]) for n in lengths
+                             if (net := ipaddress.IPv4Network((ip, n), strict=False)) in connected[n]), (0, []))
+        if ifaces:
+            for iface in dict.fromkeys(ifaces):
                 by_iface.setdefault(iface, []).append(Address(Family.INET, a, best))
         elif ip.is_loopback and loopback:
             by_iface.setdefault(loopback, []).append(Address(Family.INET, a, LOOPBACK_PREFIXLEN, Scope.HOST))

@@ -7,21 +7,16 @@ and directories the probe listed as directories.
 
 from __future__ import annotations
 
-import errno
 import io
 import os
 import tarfile
 import time
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from nccl_doctor.errors import DoctorError, InputError
 from nccl_doctor.files import check_output, write_file
-from nccl_doctor.node.sysfs import FsReader
-
-GZIP_MAGIC = b"\x1f\x8b"
-FILTER_ERROR = getattr(tarfile, "FilterError", ())  # Python >= 3.11.4 / 3.12
+from nccl_doctor.node.fsreader import FsReader
 
 
 def check_snapshot_target(path: Path, *, archive: Path | None = None, tree: Path | None = None,
@@ -67,37 +62,7 @@ def write_snapshot(fs: FsReader, path: Path) -> int:
         for _, ti, payload in entries:
             tar.addfile(ti, io.BytesIO(payload) if payload is not None else None)
     try:
-        write_file(path, buf.getvalue())
+        write_file(path, buf.getvalue(), private=True)
     except OSError as exc:
         raise DoctorError(f"cannot write snapshot {path}: {exc.strerror or exc}") from None
     return len(entries)
-
-
-def extract_snapshot(archive: Path, dest: Path) -> None:
-    """Extract a snapshot safely (no absolute paths, no links out of ``dest``); one-line InputError
-    naming the file when it is unreadable, not a tar archive, or cut short."""
-    try:
-        with open(archive, "rb") as fh:
-            magic = fh.read(len(GZIP_MAGIC))
-    except OSError as exc:
-        raise InputError(f"--root {archive}: cannot read: {exc.strerror or exc}") from None
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(dest, filter="data")
-            else:  # pragma: no cover - a Python without extraction filters (before 3.10.12 / 3.11.4)
-                tar.extractall(dest)
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):  # our side, not the archive
-            raise InputError(f"--root {archive}: cannot extract to {dest}: {exc.strerror}") from None
-        raise InputError(_bad_archive(archive, magic)) from None
-    except FILTER_ERROR as exc:  # before TarError: its subclass
-        raise InputError(f"--root {archive}: unsafe snapshot member, not extracted ({exc})") from None
-    except (tarfile.TarError, EOFError, zlib.error):
-        raise InputError(_bad_archive(archive, magic)) from None
-
-
-def _bad_archive(archive: Path, magic: bytes) -> str:
-    if magic == GZIP_MAGIC:
-        return f"--root {archive}: truncated or corrupt .tar.gz (not a complete snapshot)"
-    return f"--root {archive}: not a directory or a .tar.gz snapshot"

@@ -1,6 +1,6 @@
 """Node facts from files under one root: interfaces, RDMA ports, NICs, GPUs, modules (reads only).
 
-Everything is read through ``FsReader``, which resolves symlinks itself (a root may be an extracted
+Everything is read through ``fsreader.FsReader``, which resolves symlinks itself (a root may be a
 snapshot with relative links) and remembers every file, link and directory it touched, so
 ``snapshot.py`` can capture exactly what the probe read. Sysfs is never walked recursively: it has
 cycles; only the specific links needed are resolved. Addresses and routes come from ``/proc/net``
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-import stat
-from pathlib import Path
 
+from nccl_doctor.node.fsreader import FsReader
 from nccl_doctor.node.model import (
     Address,
     BondInfo,
@@ -39,145 +38,6 @@ from nccl_doctor.node.procfs import (
     parse_ipv6_default,
     parse_route,
 )
-
-# ---------------------------------------------------------------------------------------------------
-# Reading files under a root, recording what was read
-# ---------------------------------------------------------------------------------------------------
-
-_MAX_LINKS = 40
-
-
-class FsReader:
-    """Read files as if ``root`` were ``/``: absolute link targets are re-rooted, nothing escapes root.
-
-    ``files`` (canonical path -> text), ``links`` (canonical path -> target) and ``dirs`` (canonical
-    paths) record what was touched; paths are absolute strings relative to the root ("/sys/...").
-    """
-
-    def __init__(self, root: Path | str = "/"):
-        self.root = Path(root)
-        self.files: dict[str, str] = {}
-        self.links: dict[str, str] = {}
-        self.dirs: set[str] = set()
-        self._dir_cache: dict[str, str | None] = {"/": "/"}
-
-    # -- path resolution --------------------------------------------------------------------------
-    def _host(self, canon: str) -> str:
-        return os.path.join(str(self.root), canon.lstrip("/"))
-
-    def _resolve_dir(self, canon_dir: str, parts: list[str], depth: int = 0) -> str | None:
-        cur = canon_dir
-        for part in parts:
-            if part in ("", "."):
-                continue
-            if part == "..":
-                cur = os.path.dirname(cur) or "/"
-                continue
-            nxt = os.path.join(cur, part)
-            try:
-                st = os.lstat(self._host(nxt))
-            except OSError:
-                return None
-            if stat.S_ISLNK(st.st_mode):
-                if depth >= _MAX_LINKS:
-                    return None
-                target = os.readlink(self._host(nxt))
-                self.links[nxt] = target
-                base = "/" if target.startswith("/") else cur
-                res = self._resolve_dir(base, target.split("/"), depth + 1)
-                if res is None:
-                    return None
-                cur = res
-            else:
-                cur = nxt
-        return cur
-
-    def canonical(self, path: str) -> str | None:
-        """The link-free path of ``path`` under the root, or None when it does not exist."""
-        path = "/" + path.strip("/")
-        parent, name = os.path.split(path)
-        if parent not in self._dir_cache:
-            self._dir_cache[parent] = self._resolve_dir("/", parent.split("/"))
-        pdir = self._dir_cache[parent]
-        if pdir is None:
-            return None
-        if not name:
-            return pdir
-        return self._resolve_dir(pdir, [name])
-
-    # -- reads ------------------------------------------------------------------------------------
-    def read(self, path: str) -> str | None:
-        """File text with the trailing newline stripped; None if missing or unreadable (EINVAL...).
-        Line ends are kept as they are (no CRLF translation): NCCL reads nccl.conf byte for byte."""
-        canon = self.canonical(path)
-        if canon is None:
-            return None
-        if canon in self.files:
-            return self.files[canon].rstrip("\n")
-        try:
-            with open(self._host(canon), encoding="utf-8", errors="replace", newline="") as fh:
-                text = fh.read()
-        except OSError:
-            return None
-        self.files[canon] = text
-        return text.rstrip("\n")
-
-    def read_int(self, path: str, base: int = 10) -> int | None:
-        text = self.read(path)
-        try:
-            return int(text.strip(), base) if text is not None else None
-        except ValueError:
-            return None
-
-    def readlink(self, path: str) -> str | None:
-        """Target of the link at ``path`` (its parents resolved); None when it is not a link."""
-        path = "/" + path.strip("/")
-        parent, name = os.path.split(path)
-        pdir = self.canonical(parent)
-        if pdir is None:
-            return None
-        at = os.path.join(pdir, name)
-        try:
-            target = os.readlink(self._host(at))
-        except OSError:
-            return None
-        self.links[at] = target
-        return target
-
-    def link_name(self, path: str) -> str | None:
-        """Basename of what a link points to (``device/driver`` -> ``mlx5_core``)."""
-        target = self.readlink(path)
-        return os.path.basename(target.rstrip("/")) if target else None
-
-    def listdir(self, path: str) -> list[str]:
-        """Sorted entries; links and directories among them are recorded (not followed)."""
-        canon = self.canonical(path)
-        if canon is None:
-            return []
-        try:
-            names = sorted(os.listdir(self._host(canon)))
-        except OSError:
-            return []
-        self.dirs.add(canon)
-        for name in names:
-            at = os.path.join(canon, name)
-            try:
-                st = os.lstat(self._host(at))
-            except OSError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                self.links[at] = os.readlink(self._host(at))
-            elif stat.S_ISDIR(st.st_mode):
-                self.dirs.add(at)
-        return names
-
-    def is_dir(self, path: str) -> bool:
-        canon = self.canonical(path)
-        if canon is None or not os.path.isdir(self._host(canon)):
-            return False
-        self.dirs.add(canon)
-        return True
-
 
 # ---------------------------------------------------------------------------------------------------
 # sysfs text (pure)

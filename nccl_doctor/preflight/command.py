@@ -20,6 +20,12 @@ One *launcher* per node (``srun --ntasks-per-node=1 nccl-doctor preflight``, or 
 
 torchrun is not used: its rendezvous cannot say *which* hosts did not arrive, and one store gives
 heartbeats, stages and the verdict to every node for free. torch is imported only in functions.
+
+The store answers anyone who reaches node 0's port, so it listens only on the job's address where it can
+(``store.bind_address``), and with ``NCCL_DOCTOR_SECRET`` (srun passes it to every task, each launcher to
+its ranks) every value carries an HMAC of its run, key and value (``auth.py``); without one node 0 says so
+in a WARN (ND412). Every value read is capped and parsed field by field: a bad one is a FAIL naming its key
+(ND411). At start each process raises its open-file limit to the hard one (``limits.py``).
 """
 
 from __future__ import annotations
@@ -34,9 +40,11 @@ from pathlib import Path
 from nccl_doctor.cluster import check_port, check_seconds
 from nccl_doctor.errors import InputError
 from nccl_doctor.outcome import Outcome
+from nccl_doctor.preflight.auth import secret_from_env
 from nccl_doctor.preflight.follower import Follower
 from nccl_doctor.preflight.head import Head
 from nccl_doctor.preflight.launcher import PREFIX, WORKER_ENV, Launcher
+from nccl_doctor.preflight.limits import raise_open_files
 from nccl_doctor.preflight.plan import node_plan
 from nccl_doctor.preflight.protocol import NodePost, node_key
 from nccl_doctor.preflight.store import exit_now, store_call_abandoned
@@ -70,11 +78,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_COLLECTIVE_TIMEOUT_S:.0f})")
     d.add_argument("--rendezvous-timeout", type=float, default=DEFAULT_RENDEZVOUS_TIMEOUT_S, metavar="SECONDS",
                    help=f"for every node to arrive (default: {DEFAULT_RENDEZVOUS_TIMEOUT_S:.0f})")
-    n = p.add_argument_group("rendezvous (derived from SLURM_* under srun)")
+    n = p.add_argument_group("rendezvous (default: the launcher's variables; a flag wins over them)")
+    n.add_argument("--nnodes", type=int, metavar="N",
+                   help="nodes in the run, one preflight on each (default: SLURM_NNODES under srun, PET_NNODES in "
+                        "a PyTorchJob, OMPI_COMM_WORLD_SIZE under mpirun, else 1)")
+    n.add_argument("--node-rank", type=int, metavar="R",
+                   help="this node's rank, 0 to N-1; node 0 hosts the rendezvous (default: SLURM_NODEID, "
+                        "PET_NODE_RANK, OMPI_COMM_WORLD_RANK or PMIX_RANK)")
+    n.add_argument("--master-addr", metavar="HOST[:PORT]",
+                   help="node 0's address (and port), the same on every node (default: the first host of the "
+                        "Slurm node list, else MASTER_ADDR and MASTER_PORT)")
     n.add_argument("--port", type=int, metavar="PORT",
                    help="rendezvous port on node 0, 1-65535 (default: MASTER_PORT, else 29500 + (job id + step id) "
-                        "%% 1000 under Slurm on 2+ nodes, else a free port; a MASTER_PORT that is not a port is an "
-                        "error)")
+                        "%% 1000 under Slurm on 2+ nodes, 29500 on 2+ nodes of another launcher, else a free port; a "
+                        "MASTER_PORT that is not a port is an error)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -110,12 +127,17 @@ def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
 
 def run(args: argparse.Namespace) -> Outcome:
     check_args(args)
+    secret_from_env(os.environ)  # a short NCCL_DOCTOR_SECRET: one line, exit 2, before anything starts
+    files = raise_open_files()  # the store's connections (node 0), the ranks' Gloo/NCCL sockets (everyone)
     if args.worker or os.environ.get(WORKER_ENV):
         return Outcome.exit(run_worker(args, os.environ))
     user_log_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's socket warnings would bury the report
     plan = node_plan(args, os.environ)
+    if plan.overrides:  # a flag replaced what the launcher said: one line, before anything starts
+        print(f"{PREFIX} ({plan.host}): {plan.overrides}", file=sys.stderr, flush=True)
     launcher = Launcher(args, plan, os.environ)  # the ranks get ERROR (or the user's level)
+    launcher.files = files
     if user_log_level is None:  # this process reports its own store failures: no C++ stack dumps from c10d
         os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
     try:

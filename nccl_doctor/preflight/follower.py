@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from nccl_doctor.codes import Code
+from nccl_doctor.preflight.auth import SECRET_ENV, RejectedValueError
 from nccl_doctor.preflight.heartbeat import start_watchdog
 from nccl_doctor.preflight.launcher import Launcher
 from nccl_doctor.preflight.protocol import (
@@ -22,13 +23,14 @@ from nccl_doctor.preflight.protocol import (
     VerdictMessage,
     logs_key,
 )
-from nccl_doctor.preflight.store import Store, connect_store, first_line, port_fix, process_age
-from nccl_doctor.preflight.verdict import NodeVerdict
+from nccl_doctor.preflight.store import Store, connect_store, first_line, parsed, port_fix, process_age
+from nccl_doctor.preflight.verdict import NodeVerdict, rejected_value
 
 IMPORTED_AT = time.monotonic()  # this process's own start-up begins about here (a late node was delayed before)
 OWNER_WAIT_S = 5.0  # for node 0's run key to appear on a store that answered
 OWNER_POLL_S = 0.05
 FOLLOW_TICK_S = 0.2
+STAGE_RELAY_S = 0.5  # node 0 reads every node's stages each second
 VERDICT_GRACE_S = 15.0  # past the deadline without node 0's verdict: the follower's own backstop
 STORE_ERRORS = (RuntimeError, OSError)  # torch's store errors are RuntimeErrors
 
@@ -48,7 +50,7 @@ class Follower:
         window = self.node.window()
         age = process_age()  # seconds since this node's launch; less our own start-up: how late it was started
         delay = None if age is None else age - (time.monotonic() - IMPORTED_AT)
-        store, error, silent = connect_store(self.plan.head, port, window)
+        store, error, silent = connect_store(self.plan.head, port, window, self.node.seal)
         if silent:
             return self.node.alone(mine, Stage.RENDEZVOUS, f"port {port} on {head} (node 0) accepts connections "
                                    f"but is not an nccl-doctor store (no answer to the store handshake in "
@@ -66,7 +68,14 @@ class Follower:
     def check_owner(self, mine: NodePost, store: Store, wait_s: float) -> NodeVerdict | None:
         """None when the store is this run's; else why not (and the store is dropped)."""
         head, port = self.plan.head_host, self.plan.port
-        owner = owner_of(store, wait_s)
+        try:
+            owner = owner_of(store, wait_s)
+        except RejectedValueError as exc:
+            self.node.store = None  # not provably ours: write nothing there
+            return self.node.alone(mine, Stage.RENDEZVOUS, f"port {port} on {head} (node 0) holds a run stamp that "
+                                   f"does not verify with this job's {SECRET_ENV} ({exc.why}): another run, a node "
+                                   "with another secret, or a forger holds it", fix=port_fix(port, head),
+                                   code=Code.STORE_VALUE_REJECTED, host=head)
         if owner is None:
             return self.node.alone(mine, Stage.RENDEZVOUS, f"port {port} on {head} (node 0) answers as a TCP "
                                    "store but not an nccl-doctor run's: another program holds it",
@@ -102,12 +111,21 @@ class Follower:
             closed = self.node.live.get(CLOSED_KEY)
         except STORE_ERRORS:
             return False
-        return closed is not None and self.plan.node_rank in Closed.from_json(closed).missing
+        return closed is not None and self.plan.node_rank in parsed(CLOSED_KEY, closed, Closed.from_json).missing
 
     # --- the run ---------------------------------------------------------------------------------
     def run(self, mine: NodePost) -> NodeVerdict:
         start_watchdog(self.node.beat, self.node.deadline, self.node.args.timeout, self.lost_head_now)
-        return self.late(mine) or self.follow(mine)
+        return self.steps(mine)
+
+    def steps(self, mine: NodePost) -> NodeVerdict:
+        """Leave if late, else follow node 0; a store value rejected on the way ends this node with a FAIL."""
+        try:
+            return self.late(mine) or self.follow(mine)
+        except RejectedValueError as exc:  # a forged or malformed go or verdict: never act on it, nor leave with it
+            why = rejected_value(self.plan, exc, Stage.RUN, self.node.seal.authenticated)
+            return self.node.alone(mine, Stage.RUN, why.message.removeprefix(f"stage {Stage.RUN}: "), fix=why.fix,
+                                   code=Code.STORE_VALUE_REJECTED, host=why.where.host)
 
     def lost_head_now(self, why: str) -> None:
         self.node.abandon(f"lost node 0 ({self.plan.head_host}): {why} (frozen, powered off or cut off?)")
@@ -117,16 +135,20 @@ class Follower:
         Only a failing store call means node 0 is gone; any other error is ours and raised as such."""
         store = self.node.live
         started = sent_logs = False
+        relayed = 0.0
         while True:
             try:
                 verdict = store.get(VERDICT_KEY)
                 go = not started and verdict is None and store.get(GO_KEY) is not None
                 logs_wanted = (started and not sent_logs and self.node.workers_done()
                                and store.get(LOGS_WANTED_KEY) is not None)
+                if started and time.monotonic() - relayed > STAGE_RELAY_S:  # our ranks' stages, for node 0
+                    self.node.relay_stages()
+                    relayed = time.monotonic()
             except STORE_ERRORS as exc:
                 return self.lost_head(mine, exc)
             if verdict is not None:
-                return self.leave_with(mine, VerdictMessage.from_json(verdict), started=started)
+                return self.leave_with(mine, parsed(VERDICT_KEY, verdict, VerdictMessage.from_json), started=started)
             if go:
                 self.node.spawn_workers()
                 started = True
@@ -156,7 +178,8 @@ class Follower:
 
 
 def owner_of(store: Store, wait_s: float) -> RunStamp | None:
-    """The run identity node 0 stamped on the store (it does so at once), or None: not an nccl-doctor store."""
+    """The run identity node 0 stamped on the store (it does so at once), or None: not an nccl-doctor store.
+    ``RejectedValueError``: a stamp that does not verify with this job's secret."""
     end = time.monotonic() + wait_s
     while True:
         try:

@@ -186,16 +186,22 @@ def shared_dir(base: str | None, *, group: Any = None, record: str | None = None
     """Rank 0 makes a fresh directory under ``base`` (and writes its path to ``record``, so the launcher
     removes it even when the ranks are killed); every rank checks it can see it.
 
-    Returns (path, whether every rank sees it). Object collectives need numpy (a dependency)."""
+    Returns (path, whether every rank sees it). The path travels as JSON in a tensor, never a pickle; one
+    that cannot be read is a path no rank sees."""
     import torch.distributed as dist
 
-    path = [tempfile.mkdtemp(prefix=DCP_PREFIX, dir=base) if dist.get_rank() == 0 else ""]
-    if record and path[0]:
-        Path(record).write_text(path[0])
-    dist.broadcast_object_list(path, src=0, group=group)
-    seen = [None] * dist.get_world_size()
-    dist.all_gather_object(seen, os.path.isdir(path[0]), group=group)
-    return path[0], all(seen)
+    from nccl_doctor.bench import worker as bw
+
+    mine = tempfile.mkdtemp(prefix=DCP_PREFIX, dir=base) if dist.get_rank() == 0 else ""
+    if record and mine:
+        Path(record).write_text(mine)
+    sent = bw.all_gather_json(mine, group=group)[0]  # rank 0's
+    path = mine or (sent if isinstance(sent, str) else "")
+    seen = bw.all_gather_flags(bool(path) and os.path.isdir(path), group=group)
+    if not path:
+        why = getattr(sent, "why", f"not a path: {str(sent)[:80]!r}")
+        return f"(rank 0 sent a malformed checkpoint path: {why})", False
+    return path, all(seen)
 
 
 def run_smoke(mesh: Any, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: int = 128,

@@ -1,5 +1,6 @@
 """Node 0: open the store, wait for every node, compare them, start the ranks, watch them and the other
-nodes' heartbeats, gather the results and each node's NCCL logs, and decide."""
+nodes' heartbeats, gather the results and each node's NCCL logs, and decide. A store value that is forged
+or malformed (``RejectedValueError``) stops the run with a FAIL naming its key."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 
 from nccl_doctor.codes import Code
 from nccl_doctor.node import compare
+from nccl_doctor.preflight.auth import RejectedValueError
 from nccl_doctor.preflight.heartbeat import Beats
 from nccl_doctor.preflight.launcher import Launcher
 from nccl_doctor.preflight.nccllogs import nccl_log_findings, nccl_log_table
@@ -22,21 +24,24 @@ from nccl_doctor.preflight.protocol import (
     Closed,
     LogSummary,
     NodePost,
+    NodeStages,
     RankError,
     RankResult,
     RunStamp,
     Stage,
     StageMark,
     error_key,
+    heartbeat_key,
     logs_key,
     node_key,
-    stage_key,
+    stages_key,
 )
-from nccl_doctor.preflight.store import first_line, open_store, port_fix
+from nccl_doctor.preflight.store import bind_address, first_line, open_store, parsed, port_fix
 from nccl_doctor.preflight.verdict import (
     NodeVerdict,
     RankState,
     add_probe_findings,
+    files_limit,
     lost_after_run,
     lost_during_run,
     missing_nodes,
@@ -44,12 +49,14 @@ from nccl_doctor.preflight.verdict import (
     plan_data,
     rank_failed,
     rank_picture,
+    rejected_value,
     stuck_stage,
     timed_out,
+    unauthenticated,
 )
 from nccl_doctor.report import Report, Table, hosts_text, plural
 
-STAGE_POLL_S = 1.0  # 2 store ops per rank: not every tick at 1,000 nodes
+STAGE_POLL_S = 1.0  # one multi_get of every node's stages/<i>: not every tick at 1,000 nodes
 WATCH_TICK_S = 0.2
 REPORT_WAIT_S = 2.0  # after a failure, for the other ranks to report theirs
 RANK_EXIT_WAIT_S = 10.0  # after the result, for our ranks to exit
@@ -63,13 +70,16 @@ class Head:
     def __init__(self, launcher: Launcher):
         self.node = launcher
         self.plan = launcher.plan
+        self.at: str = Stage.RENDEZVOUS  # the stage a rejected store value stops
+        self.bound: str | None = None  # the one address node 0's store listens on (None: every interface)
 
     # --- the store and the rendezvous ------------------------------------------------------------
     def open_store(self, mine: NodePost) -> NodeVerdict | None:
         """Open the store and stamp it with this run's identity before anyone else writes."""
         port, head = self.plan.port, self.plan.host
+        self.bound = bind_address(self.plan.head, self.plan.nnodes)
         try:
-            self.node.store = open_store(self.plan.head, port, self.node.window())
+            self.node.store = open_store(self.plan.head, port, self.node.window(), self.node.seal, bind=self.bound)
         except Exception as exc:
             text = str(exc)
             if "EADDRINUSE" in text or "address already in use" in text.lower():
@@ -79,16 +89,42 @@ class Head:
                 why = f"node 0 ({head}) cannot open the rendezvous store on port {port}: {first_line(exc)}"
             return self.node.alone(mine, Stage.RENDEZVOUS, why, fix=port_fix(port, head), code=Code.STAGE_FAILED,
                                    host=head)
+        # every node's heartbeat value exists before anyone may write (node 0 reads them in one multi_get)
+        self.node.store.set_all({heartbeat_key(i): "0" for i in range(self.plan.nnodes)})
         stamp = RunStamp(run=self.plan.run_id, step=self.plan.step, host=head)
         self.node.store.set(RUN_KEY, stamp.to_json())
         return None
 
-    def run(self, mine: NodePost, t_rdzv: float) -> NodeVerdict:
-        nodes = self.gather_nodes()
-        self.node.mark(Stage.RENDEZVOUS, t_rdzv)
+    def new_report(self) -> Report:
+        """Node 0's report, with what holds for the whole run: the plan, replaced settings, an
+        unauthenticated store, too few file descriptors."""
         report = Report(command="preflight")
         report.data.update(plan_data(self.plan))
         report.notes.extend(self.node.setting_notes())
+        if not self.node.seal.authenticated:
+            report.add(unauthenticated(self.plan))
+        if self.bound is None:
+            report.notes.append(f"the rendezvous store listens on every interface of node 0: {self.plan.head} "
+                                "resolves there to loopback, to several addresses, or to none of its own")
+        if (limit := files_limit(self.plan, self.node.files)) is not None:
+            report.add(limit)
+        return report
+
+    def run(self, mine: NodePost, t_rdzv: float) -> NodeVerdict:
+        report = self.new_report()
+        try:
+            return self.steps(report, t_rdzv)
+        except RejectedValueError as exc:
+            report.add(rejected_value(self.plan, exc, self.at, self.node.seal.authenticated))
+            self.node.say(f"FAILED in stage {self.at}: store value {exc.key!r} rejected: {exc.why}")
+            return self.node.decide(report, self.at)
+
+    def steps(self, report: Report, t_rdzv: float) -> NodeVerdict:
+        nodes = self.gather_nodes()
+        self.node.mark(Stage.RENDEZVOUS, t_rdzv)
+        # a launcher other than Slurm names no node: the report names each by the host it gave here
+        self.node.plan = self.plan = self.plan.named([n.host if n else None for n in nodes])
+        report.data.update(plan_data(self.plan))
         missing = [self.plan.hosts[i] for i, n in enumerate(nodes) if n is None]
         self.node.absent |= {i for i, n in enumerate(nodes) if n is None}
         if missing:
@@ -99,9 +135,12 @@ class Head:
         if self.plan.nnodes > 1:
             self.node.say(f"rendezvous: all {self.plan.nnodes} nodes arrived in "
                           f"{self.node.timings[Stage.RENDEZVOUS]} s")
+        self.at = Stage.CONSISTENCY
         stop = self.consistency(report, arrived)
         if stop is not None:
             return stop
+        self.at = Stage.RUN
+        self.preset_ranks()
         self.node.live.set(GO_KEY, "1")
         self.node.say(f"starting {plural(self.plan.nproc, 'rank')} per node")
         self.node.spawn_workers()
@@ -113,7 +152,10 @@ class Head:
         keys = [node_key(i) for i in range(self.plan.nnodes)]
         while time.monotonic() < end and not store.has(*keys):
             time.sleep(0.1)
-        nodes = [NodePost.from_json(v) if (v := store.get(k)) is not None else None for k in keys]
+        nodes = [store.read(k, NodePost.from_json) for k in keys]
+        for i, n in enumerate(nodes):
+            if n is not None and n.node != i:
+                raise RejectedValueError(node_key(i), f"it says it is node {n.node}")
         missing = [i for i, n in enumerate(nodes) if n is None]
         if missing:  # a node arriving from now on learns that it came too late (and is not blamed on us)
             store.set(CLOSED_KEY, Closed(missing=missing, host=self.plan.host).to_json())
@@ -151,6 +193,13 @@ class Head:
         return self.node.decide(report, Stage.PROBE)
 
     # --- the ranks -------------------------------------------------------------------------------
+    def preset_ranks(self) -> None:
+        """Every node's stages and every rank's error value, written before any rank starts: node 0 then
+        reads each kind in one round trip (``multi_get`` waits for a missing key); the first write replaces it."""
+        items = {stages_key(i): NodeStages.not_started(self.plan.nproc).to_json() for i in range(self.plan.nnodes)}
+        items.update({error_key(r): "" for r in range(self.plan.world_size)})
+        self.node.live.set_all(items)
+
     def watch(self, report: Report) -> NodeVerdict:
         """Follow every rank until the result, a failure, a lost node or a deadline."""
         store = self.node.live
@@ -159,11 +208,13 @@ class Head:
         t_run = last_stages = time.monotonic()
         while True:
             now = time.monotonic()
-            result = store.get(RESULT_KEY)
-            if result is not None:
+            first = store.get(RESULT_KEY)
+            if first is not None:
+                result = self.settled_result(first)
                 self.node.mark(Stage.RUN, t_run)
-                return self.finish(report, RankResult.from_json(result), beats)
-            errors = self.errors() if store.add(ERRORS_KEY, 0) else {}
+                self.at = Stage.NCCL_LOGS
+                return self.finish(report, result, beats)
+            errors = self.errors() if store.count(ERRORS_KEY) else {}  # a hint: the error keys are authenticated
             if now - last_stages > STAGE_POLL_S:
                 self.update_stages(states)
                 last_stages = now
@@ -179,19 +230,39 @@ class Head:
                 return self.fail(report, states, {}, lost=[], local_dead=[], timeout=stuck or TOTAL)
             time.sleep(WATCH_TICK_S)
 
+    def settled_result(self, first: str) -> RankResult:
+        """Rank 0's result, once rank 0 (always our own child) has exited: it writes ``result`` once, just
+        before it exits, so a value that changed meanwhile had a second writer. With a secret a forgery
+        fails its MAC before this; without one this still catches a value written before rank 0's own."""
+        parsed(RESULT_KEY, first, RankResult.from_json)  # a malformed value is named at once
+        if self.node.procs:
+            _wait(self.node.procs[0], max(0.1, self.node.left(RANK_EXIT_WAIT_S)))
+            if self.node.procs[0].poll() not in (None, 0):
+                raise RejectedValueError(RESULT_KEY, f"rank 0 exited with code {self.node.procs[0].returncode} "
+                                                     "after it appeared: not rank 0's result")
+        final = self.node.live.get(RESULT_KEY)
+        if final != first:
+            raise RejectedValueError(RESULT_KEY, "it changed after node 0 read it, while rank 0 writes it once: a "
+                                                 "second writer (forged)")
+        return parsed(RESULT_KEY, first, RankResult.from_json)
+
     def errors(self) -> dict[int, RankError]:
-        """Every rank that reported a failure, by rank."""
-        store = self.node.live
-        return {r: RankError.from_json(v) for r in range(self.plan.world_size)
-                if (v := store.get(error_key(r))) is not None}
+        """Every rank that reported a failure, by rank (one ``multi_get``)."""
+        keys = [error_key(r) for r in range(self.plan.world_size)]
+        found = self.node.live.read_all(keys, lambda t: RankError.from_json(t) if t else None)
+        return {r: e for r, e in enumerate(found) if e is not None}
 
     def update_stages(self, states: list[RankState]) -> None:
-        store = self.node.live
-        for r, st in enumerate(states):
-            v = store.get(stage_key(r))
-            if v is None:
-                continue
-            mark = StageMark.decode(v)
+        """Every rank's stage: ours relayed first, then every node's ``stages/<i>`` in one ``multi_get`` (one
+        round trip and one MAC per node, not two round trips per rank)."""
+        self.node.relay_stages()
+        keys = [stages_key(i) for i in range(self.plan.nnodes)]
+        marks: list[StageMark] = []
+        for key, node in zip(keys, self.node.live.read_all(keys, NodeStages.from_json), strict=True):
+            if len(node.marks) != self.plan.nproc:
+                raise RejectedValueError(key, f"{len(node.marks)} stage marks for {self.plan.nproc} ranks")
+            marks.extend(node.marks)
+        for st, mark in zip(states, marks, strict=True):
             if mark.seq != st.seq:
                 st.seq, st.stage, st.since = mark.seq, mark.name, time.monotonic()
 
@@ -258,8 +329,8 @@ class Head:
                     lost.update(beats.lost())
                     checked = time.monotonic()
                 time.sleep(0.1)
-            v = store.get(logs_key(i))
-            logs.append(LogSummary.from_json(v) if v else LogSummary.not_sent(self.plan.hosts[i]))
+            v = store.read(logs_key(i), LogSummary.from_json)
+            logs.append(v or LogSummary.not_sent(self.plan.hosts[i]))
         return logs, lost
 
 

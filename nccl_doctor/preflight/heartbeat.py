@@ -1,5 +1,8 @@
 """Heartbeats: every node counts ``hb/<i>`` up once a second on a connection of its own; node 0 names the
-nodes whose counter stopped; a follower's watchdog leaves when node 0's store stops answering."""
+nodes whose count stopped; a follower's watchdog leaves when node 0's store stops answering.
+
+The count is an authenticated value (``set``), not a store counter (``add`` cannot carry a MAC): nobody
+without the secret can keep a dead node alive, and a replayed old count is not a beat (it must grow)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ import time
 from collections.abc import Callable
 
 from nccl_doctor.preflight import store as stores
-from nccl_doctor.preflight.protocol import heartbeat_key
+from nccl_doctor.preflight.auth import Seal
+from nccl_doctor.preflight.protocol import heartbeat_count, heartbeat_key
 from nccl_doctor.preflight.store import Store
 
 HEARTBEAT_S = 1.0
@@ -24,8 +28,9 @@ SETTLE_POLL_S = 0.5
 class Heartbeat:
     """This node's heartbeat thread. ``last`` is when node 0's store last answered it."""
 
-    def __init__(self, head: str, port: int, node: int, say: Callable[[str], None]):
+    def __init__(self, head: str, port: int, node: int, say: Callable[[str], None], seal: Seal | None = None):
         self.head, self.port, self.key, self.say = head, port, heartbeat_key(node), say
+        self.seal = seal
         self.stop = threading.Event()
         self.last: float | None = None
         self.thread: threading.Thread | None = None
@@ -37,15 +42,22 @@ class Heartbeat:
 
     def _beat(self) -> None:
         try:
-            beat_store = stores.client(self.head, self.port, BEAT_CONNECT_S)
-            beat_store.add(self.key, 1)
-            self.last = time.monotonic()
+            beat_store = stores.client(self.head, self.port, BEAT_CONNECT_S, self.seal)
+            count = 1
+            self._send(beat_store, count)
             while not self.stop.wait(HEARTBEAT_S):
-                beat_store.add(self.key, 1)
-                self.last = time.monotonic()
+                count += 1
+                self._send(beat_store, count)
         except Exception as exc:
             if not self.stop.is_set():  # else node 0 may name this node lost (ND407): say why here
                 self.say(f"heartbeat to {self.head}:{self.port} stopped: {stores.first_line(exc)}")
+
+    def _send(self, beat_store: Store, count: int) -> None:
+        """One beat, and node 0's answer: TCPStore's ``set`` does not wait for the server (a frozen node 0
+        would still take beats into the socket buffer), so a ``check`` makes each beat a round trip."""
+        beat_store.set(self.key, str(count))
+        beat_store.has(self.key)
+        self.last = time.monotonic()
 
     def close(self) -> None:
         """Stop beating; a thread still in a store call is left behind (the process exits without it)."""
@@ -74,17 +86,20 @@ def start_watchdog(beat: Heartbeat, deadline: float, timeout_s: float, leave: Ca
 
 
 class Beats:
-    """Node 0's view of every node's heartbeat counter: which have not moved for ``HEARTBEAT_LOST_S``."""
+    """Node 0's view of every node's heartbeat count: which have not grown for ``HEARTBEAT_LOST_S``."""
 
     def __init__(self, store: Store, nnodes: int, deadline: float):
         self.store, self.deadline = store, deadline
         self.seen = {i: (-1, time.monotonic()) for i in range(nnodes)}
+        self.keys = [heartbeat_key(i) for i in range(nnodes)]  # node 0 wrote each before anyone could
 
     def lost(self) -> list[int]:
+        """The nodes whose count has not grown for ``HEARTBEAT_LOST_S`` (one ``multi_get`` for all);
+        ``RejectedValueError`` for a count that does not authenticate."""
         now, lost = time.monotonic(), []
-        for i, (count, seen) in self.seen.items():
-            c = self.store.add(heartbeat_key(i), 0)
-            if c != count:
+        counts = self.store.read_all(self.keys, heartbeat_count)
+        for (i, (count, seen)), c in zip(self.seen.items(), counts, strict=True):
+            if c > count:
                 self.seen[i] = (c, now)
             elif now - seen > HEARTBEAT_LOST_S:
                 lost.append(i)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from nccl_doctor.bench import Backend
 from nccl_doctor.cluster import (
+    child_env,
     gloo_iface_to,
     ignore_sigterm,
     kill_groups,
@@ -26,8 +27,10 @@ from nccl_doctor.cluster import (
     visible_gpus,
 )
 from nccl_doctor.codes import Code
+from nccl_doctor.preflight.auth import Seal, secret_from_env, without_secret
 from nccl_doctor.preflight.fsdp_smoke import DCP_PREFIX
 from nccl_doctor.preflight.heartbeat import Heartbeat
+from nccl_doctor.preflight.limits import FilesLimit
 from nccl_doctor.preflight.nccllogs import nccl_log_summary
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.probe import probe_this_node
@@ -35,13 +38,19 @@ from nccl_doctor.preflight.protocol import (
     ACKS_KEY,
     BACKEND_RECORD,
     BACKEND_RECORD_ENV,
+    RUN_ENV,
+    STAGE_RECORD,
+    STAGE_RECORD_ENV,
     TOTAL,
     VERDICT_KEY,
     LogSummary,
     NodePost,
+    NodeStages,
     Stage,
     VerdictMessage,
     recorded_backends,
+    recorded_stage,
+    stages_key,
 )
 from nccl_doctor.preflight.store import Store
 from nccl_doctor.preflight.verdict import NodeVerdict, alone, decide
@@ -71,6 +80,9 @@ class Launcher:
         self.heartbeat: Heartbeat | None = None
         self.absent: set[int] = set()  # nodes that never arrived or stopped heart-beating: no ack expected
         self.measured_nothing = False  # the ranks ran but measured nothing: the verdict is "could not run"
+        self.seal = Seal(secret_from_env(env), plan.run_id)  # no secret: an unauthenticated store (a WARN)
+        self.files: FilesLimit | None = None  # RLIMIT_NOFILE as preflight raised it at start
+        self.relayed: NodeStages | None = None  # the ranks' stages as last written to ``stages/<node>``
 
     # --- progress and time -----------------------------------------------------------------------
     def say(self, msg: str) -> None:
@@ -129,7 +141,7 @@ class Launcher:
 
     def probe(self) -> NodePost:
         t = time.monotonic()
-        mine = probe_this_node(self.plan, self.env)
+        mine = probe_this_node(self.plan, without_secret(self.env))  # the probe posts and reports NCCL_* settings
         self.mark(Stage.PROBE, t)
         fatal = [f for f in mine.findings if f.severity is Severity.FAIL]
         if fatal:
@@ -137,7 +149,7 @@ class Launcher:
         return mine
 
     def start_heartbeat(self) -> None:
-        self.heartbeat = Heartbeat(self.plan.head, self.plan.port, self.plan.node_rank, self.say)
+        self.heartbeat = Heartbeat(self.plan.head, self.plan.port, self.plan.node_rank, self.say, self.seal)
         self.heartbeat.start()
 
     def alone(self, mine: NodePost, stage: str, why: str, *, fix: str | None = None, code: Code | None = None,
@@ -159,7 +171,7 @@ class Launcher:
             msg = VerdictMessage(code=outcome.code, verdict=outcome.verdict, summary=outcome.summary)
             self.store.set(VERDICT_KEY, msg.to_json())
             end = time.monotonic() + PUBLISH_WAIT_S
-            while time.monotonic() < end and self.store.add(ACKS_KEY, 0) < self.alive_followers():
+            while time.monotonic() < end and self.store.count(ACKS_KEY) < self.alive_followers():
                 time.sleep(POLL_S)
         except Exception:
             pass
@@ -200,6 +212,8 @@ class Launcher:
             "NCCL_DEBUG_FILE": str(log_dir / "%h.%p.log"),
             "NCCL_DOCTOR_FSDP_BASE": self.args.fsdp_smoke_dir or (os.getcwd() if plan.nnodes > 1 else ""),
             "NCCL_DOCTOR_DCP_RECORD": str(log_dir / DCP_RECORD), BACKEND_RECORD_ENV: str(log_dir / BACKEND_RECORD),
+            RUN_ENV: plan.run_id,  # the ranks seal their values for this run (the secret rides in env as it came)
+            STAGE_RECORD_ENV: str(log_dir / STAGE_RECORD),
         })
         env.setdefault("OMP_NUM_THREADS", "1")
         env.setdefault("PYTHONWARNINGS", "ignore")
@@ -217,11 +231,22 @@ class Launcher:
             gloo_iface = gloo_iface_to(self.plan.head, self.plan.port)
         argv = self.worker_argv()
         for local in range(self.plan.nproc):
-            self.procs.append(subprocess.Popen(argv, env=self.worker_env(local, gloo_iface), start_new_session=True))
+            self.procs.append(subprocess.Popen(argv, env=child_env(self.worker_env(local, gloo_iface)),
+                                               start_new_session=True))  # (ranks die with us: child_env)
 
     def kill_workers(self) -> None:
         """Each rank runs in a session of its own (so a Ctrl-C reaches only us): stop them all, TERM first."""
         kill_groups(self.procs, KILL_GRACE_S)
+
+    def relay_stages(self) -> None:
+        """This node's ranks' stage files, as one value ``stages/<node>`` for node 0, when one changed."""
+        if self.log_dir is None:
+            return
+        first = self.plan.node_rank * self.plan.nproc
+        now = NodeStages(tuple(recorded_stage(self.log_dir / STAGE_RECORD, first + r) for r in range(self.plan.nproc)))
+        if now != self.relayed:
+            self.live.set(stages_key(self.plan.node_rank), now.to_json())
+            self.relayed = now
 
     def workers_done(self) -> bool:
         return all(p.poll() is not None for p in self.procs)

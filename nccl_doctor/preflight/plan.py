@@ -1,6 +1,8 @@
 """Where this node stands in the run: how many nodes, which one this is, node 0's port, how many ranks.
 
-Everything comes from SLURM_* under ``srun``; outside Slurm (or on one node) the run is this machine alone.
+``--nnodes``/``--node-rank``/``--master-addr`` first, then the launcher's variables (SLURM_* under ``srun``,
+a PyTorchJob's PET_*/MASTER_*, Open MPI's OMPI_COMM_WORLD_*: ``cluster.launchers``); with none of them
+(or on one node) the run is this machine alone.
 """
 
 from __future__ import annotations
@@ -8,20 +10,22 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from nccl_doctor.cluster import (
     DEFAULT_PORT,
+    JobLayout,
+    LayoutFlags,
     SlurmInfo,
     default_nproc,
     free_port,
+    job_layout,
     one_task_per_node,
     port_from_env,
     slurm_launch_config,
     visible_gpus,
 )
-from nccl_doctor.errors import InputError
 from nccl_doctor.report import plural
 
 STEP_PORTS = 1000  # (job id + step id) % this, added to DEFAULT_PORT
@@ -40,6 +44,9 @@ class NodePlan:
     run_id: str = ""  # what every node of this run shares and no other run does (Slurm: job.step)
     step: str = ""
     nproc_source: str = ""  # why this node starts ``nproc`` ranks (compared across nodes)
+    launcher: str = ""  # who said where this node stands: Slurm, PyTorchJob, Open MPI, PMIx, flags
+    overrides: str = ""  # the flags that replaced the launcher's values, in one line (said at start)
+    hosts_named: bool = True  # False: ``hosts`` past node 0 are ``node-rank-N`` until the nodes arrive
 
     @property
     def is_head(self) -> bool:
@@ -57,27 +64,49 @@ class NodePlan:
     def host_of(self, rank: int) -> str:
         return self.hosts[rank // self.nproc]
 
+    def named(self, arrived: Sequence[str | None]) -> NodePlan:
+        """With the names the nodes gave at the rendezvous (``arrived[i]``, None for one that did not come)
+        in place of ``node-rank-N``, when the launcher named no node; Slurm's node list stays as it is."""
+        if self.hosts_named:
+            return self
+        return replace(self, hosts=tuple(name or old for name, old in zip(arrived, self.hosts, strict=True)))
+
 
 def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
-    """Everything from SLURM_* under srun; one node with 2 CPU ranks (or one per GPU) otherwise."""
+    """Flags, else the launcher's variables; one node with 2 CPU ranks (or one per GPU) when neither
+    says more than one node."""
     host = socket.gethostname()
     slurm = slurm_launch_config(env)
     nproc = args.nproc_per_node or default_nproc(env, slurm, cpu=args.cpu)
     source = nproc_source(args, env, slurm)
-    if slurm is None or slurm.nnodes == 1:
-        port = args.port or port_from_env(env) or free_port()
+    layout = job_layout(layout_flags(args), env)
+    if layout is None or layout.nnodes == 1:
+        port = (layout.port if layout else args.port) or port_from_env(env) or free_port()
         return NodePlan(nnodes=1, node_rank=0, hosts=(host,), head="127.0.0.1", port=port, nproc=nproc,
-                        slurm=slurm is not None, host=host, run_id=f"{host}.{os.getpid()}", nproc_source=source)
-    if not env.get("SLURM_STEP_ID") or not env.get("SLURM_NODEID"):
-        raise InputError(f"this {slurm.nnodes}-node allocation needs one preflight per node: run "
-                         "`srun --ntasks-per-node=1 nccl-doctor preflight` (not bare in the batch script)")
-    one_task_per_node(slurm, "preflight")
+                        slurm=slurm is not None, host=host, run_id=f"{host}.{os.getpid()}", nproc_source=source,
+                        launcher=layout.launcher if layout else "", overrides=layout.overrides if layout else "")
+    return multi_node_plan(layout, env, slurm, host=host, nproc=nproc, nproc_source=source)
+
+
+def layout_flags(args: argparse.Namespace) -> LayoutFlags:
+    return LayoutFlags(nnodes=args.nnodes, node_rank=args.node_rank, master_addr=args.master_addr, port=args.port)
+
+
+def multi_node_plan(layout: JobLayout, env: Mapping[str, str], slurm: SlurmInfo | None, *, host: str, nproc: int,
+                    nproc_source: str) -> NodePlan:
+    """2+ nodes. Under Slurm the port defaults to the step's (``step_port``) and the run is the job step;
+    under another launcher the port defaults to 29500 and the run is its job id (PMIx's namespace), else
+    the node count and port: what every node of one run shares (a node told another count is refused)."""
+    if slurm is not None:
+        one_task_per_node(slurm, "preflight")
+    step = env.get("SLURM_STEP_ID", "") if layout.under_slurm else ""
     job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "0"
-    step = env["SLURM_STEP_ID"]
-    port = args.port or port_from_env(env) or step_port(job, step)
-    return NodePlan(nnodes=slurm.nnodes, node_rank=int(env["SLURM_NODEID"]), hosts=slurm.hosts,
-                    head=slurm.rdzv_host, port=port, nproc=nproc, slurm=True, host=host,
-                    run_id=f"{job}.{step}", step=step, nproc_source=source)
+    port = layout.port or (step_port(job, step) if layout.under_slurm else DEFAULT_PORT)
+    run_id = layout.run_id or f"{layout.nnodes}.{port}"
+    return NodePlan(nnodes=layout.nnodes, node_rank=layout.node_rank, hosts=layout.host_names(), head=layout.head,
+                    port=port, nproc=nproc, slurm=slurm is not None, host=host, run_id=run_id, step=step,
+                    nproc_source=nproc_source, launcher=layout.source, overrides=layout.overrides,
+                    hosts_named=layout.names_nodes)
 
 
 def step_port(job: str, step: str) -> int:

@@ -9,10 +9,17 @@ Keys, in the order a run writes them:
 - ``nccl-doctor/run``: node 0 stamps its run's identity first; a follower reads it before writing anything
 - ``node/<i>``: node ``i``'s probe and facts; ``rendezvous/closed``: node 0 stopped waiting (who was missing)
 - ``hb/<i>``: node ``i``'s heartbeat counter; ``go``: node 0 says start the ranks
-- ``stage/<rank>``, ``error/<rank>`` and the ``errors`` counter: what each rank is doing, or why it failed
+- ``stages/<i>``: what node ``i``'s ranks are doing (its launcher relays their stage files, so node 0 reads
+  one value per node); ``error/<rank>`` and the ``errors`` counter: why a rank failed
 - ``result``: rank 0's findings, tables and data; ``logs/wanted``, then ``logs/<i>``: each node's NCCL logs
 - ``verdict``: node 0's decision, and ``acks``: how many followers read it
 - ``pg/...``: the ranks' process group, under its own prefix
+
+With ``NCCL_DOCTOR_SECRET`` every value we ``set`` is authenticated (``auth.py``). The counters written with
+``add`` (``errors``, ``acks``) cannot be: they are hints that no verdict rests on (``errors`` only makes
+node 0 read the authenticated ``error/<rank>`` keys; ``acks`` only ends node 0's wait for its followers
+sooner). Heartbeats are authenticated values, not counters. Every value read is capped (``value_cap``) and
+parsed field by field (``checked.py``): a bad one is a ``RejectedValueError`` naming its key, never a traceback.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from nccl_doctor.enums import StrEnum
+from nccl_doctor.files import atomic_write
+from nccl_doctor.preflight import checked as c
 from nccl_doctor.report import Finding, Severity, Table
 
 # --- keys --------------------------------------------------------------------------------------------
@@ -40,6 +49,9 @@ PG_PREFIX = "pg"  # the ranks' process group keys, apart from ours
 # (the launcher's private log dir), so a node reports what ran, not what its /dev/nvidia* suggested
 BACKEND_RECORD_ENV = "NCCL_DOCTOR_BACKEND_RECORD"
 BACKEND_RECORD = "backend"
+STAGE_RECORD_ENV = "NCCL_DOCTOR_STAGE_RECORD"  # a rank writes its stage mark to <this env's value>.<rank>
+STAGE_RECORD = "stage"
+RUN_ENV = "NCCL_DOCTOR_PREFLIGHT_RUN"  # the run id, for the ranks' MACs (the secret reaches them in the env as-is)
 
 
 def record_backend(prefix: str, rank: int, device: str) -> None:
@@ -71,12 +83,38 @@ def logs_key(node: int) -> str:
     return f"logs/{node}"
 
 
-def stage_key(rank: int) -> str:
-    return f"stage/{rank}"
+def stages_key(node: int) -> str:
+    return f"stages/{node}"
 
 
 def error_key(rank: int) -> str:
     return f"error/{rank}"
+
+
+# --- limits: a value bigger than its key's cap is rejected before it is parsed ---------------------------
+KIB, MIB = 1 << 10, 1 << 20
+VALUE_CAPS = {"node": 2 * MIB, "result": 32 * MIB, "logs": 8 * MIB, "error": 256 * KIB}  # by the key's first part
+SMALL_CAP = 64 * KIB  # every other key: stamps, marks, heartbeats, the verdict
+ERROR_TEXT_CAP = 64 * KIB  # a rank's error text is cut to this before it is written
+
+
+def value_cap(key: str) -> int:
+    """The most bytes the value of ``key`` may hold (a probe post 2 MiB, rank 0's result 32 MiB, ...)."""
+    if key == LOGS_WANTED_KEY:
+        return SMALL_CAP
+    return VALUE_CAPS.get(key.split("/", 1)[0], SMALL_CAP)
+
+
+def key_owner(key: str) -> tuple[int | None, int | None]:
+    """Who writes ``key``: (node, rank); (0, None) for node 0's own keys, (None, 0) for ``result``."""
+    kind, _, index = key.partition("/")
+    if key == RESULT_KEY:
+        return None, 0
+    if index.isdigit() and kind in ("node", "hb", "logs", "stages"):
+        return int(index), None
+    if index.isdigit() and kind == "error":
+        return None, int(index)
+    return 0, None
 
 
 # --- stages ------------------------------------------------------------------------------------------
@@ -102,7 +140,7 @@ TOTAL = "total"  # the whole run's deadline (and its timing), where a stage woul
 
 @dataclass(frozen=True)
 class StageMark:
-    """``stage/<rank>`` = ``<seq>|<name>``: a sequence number makes "who is behind" a comparison."""
+    """A rank's stage, ``<seq>|<name>`` (its stage file): a sequence number makes "who is behind" a comparison."""
 
     seq: int
     name: str
@@ -112,16 +150,60 @@ class StageMark:
 
     @classmethod
     def decode(cls, text: str) -> StageMark:
-        seq, _, name = text.partition("|")
+        seq, sep, name = text.partition("|")
+        if not sep or not seq.lstrip("-").isdigit() or len(seq) > MAX_SEQ_DIGITS:
+            raise ValueError(f"a stage mark is <number>|<stage>, not {text[:40]!r}")
         return cls(int(seq), name)
 
 
+MAX_SEQ_DIGITS = 12
+NOT_STARTED_MARK = StageMark(-1, Stage.NOT_STARTED)  # a rank that has written no stage yet
+
+
+def record_stage(prefix: str, rank: int, mark: StageMark) -> None:
+    """A rank's stage, in its launcher's private directory (written whole: the launcher never reads half)."""
+    atomic_write(Path(f"{prefix}.{rank}"), mark.encode())
+
+
+def recorded_stage(prefix: Path, rank: int) -> StageMark:
+    """What a local rank last recorded (``NOT_STARTED_MARK`` before it wrote one)."""
+    try:
+        return StageMark.decode(Path(f"{prefix}.{rank}").read_text())
+    except (OSError, ValueError):
+        return NOT_STARTED_MARK
+
+
+@dataclass(frozen=True)
+class NodeStages:
+    """``stages/<i>``: node ``i``'s ranks' stage marks, by local rank, as its launcher relays them."""
+
+    marks: tuple[StageMark, ...]
+
+    @classmethod
+    def not_started(cls, nproc: int) -> NodeStages:
+        return cls((NOT_STARTED_MARK,) * nproc)
+
+    def to_json(self) -> str:
+        return json.dumps({"marks": [[m.seq, m.name] for m in self.marks]})
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> NodeStages:
+        marks = c.array(c.load_object(text), "marks")
+        if not all(isinstance(m, list) and len(m) == 2 and isinstance(m[0], int) and not isinstance(m[0], bool)
+                   and isinstance(m[1], str) for m in marks):
+            raise ValueError("'marks' must be a list of [number, stage]")
+        return cls(tuple(StageMark(m[0], m[1]) for m in marks))
+
+
+def heartbeat_count(text: str) -> int:
+    """``hb/<i>``: a node's heartbeat count, an authenticated value (a counter could not carry a MAC)."""
+    if not text.isdigit() or len(text) > MAX_SEQ_DIGITS:
+        raise ValueError(f"a heartbeat is a count, not {text[:40]!r}")
+    return int(text)
+
+
 # --- messages ----------------------------------------------------------------------------------------
-def _load(text: str | bytes) -> dict[str, Any]:
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
-    return value
+_load = c.load_object
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +220,7 @@ class RunStamp:
     @classmethod
     def from_json(cls, text: str | bytes) -> RunStamp:
         d = _load(text)
-        return cls(run=str(d.get("run")), step=str(d.get("step") or ""), host=str(d.get("host") or ""))
+        return cls(run=c.text(d, "run"), step=c.text(d, "step", ""), host=c.text(d, "host", ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,7 +236,7 @@ class Closed:
     @classmethod
     def from_json(cls, text: str | bytes) -> Closed:
         d = _load(text)
-        return cls(missing=[int(i) for i in d.get("missing", [])], host=str(d.get("host") or ""))
+        return cls(missing=c.ints(d, "missing"), host=c.text(d, "host", ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,8 +260,8 @@ class NodePost:
     @classmethod
     def from_json(cls, text: str | bytes) -> NodePost:
         d = _load(text)
-        return cls(host=d["host"], node=int(d["node"]), facts=dict(d["facts"]),
-                   findings=[Finding.from_dict(f) for f in d["findings"]], fatal=bool(d["fatal"]))
+        return cls(host=c.text(d, "host"), node=c.integer(d, "node"), facts=c.text_map(d, "facts"),
+                   findings=c.findings(d, "findings"), fatal=c.boolean(d, "fatal"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,8 +284,11 @@ class RankError:
     @classmethod
     def from_json(cls, text: str | bytes) -> RankError:
         d = _load(text)
-        return cls(stage=str(d.get("stage") or ""), error=str(d.get("error") or ""), fix=str(d.get("fix") or ""),
-                   code=str(d.get("code") or ""))
+        return cls(stage=c.text(d, "stage", ""), error=c.text(d, "error", ""), fix=c.text(d, "fix", ""),
+                   code=c.text(d, "code", ""))
+
+
+RESULT_OBJECTS = ("bench", "localisation", "fsdp_smoke")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,9 +310,13 @@ class RankResult:
     @classmethod
     def from_json(cls, text: str | bytes) -> RankResult:
         d = _load(text)
-        return cls(findings=[Finding.from_dict(f) for f in d["findings"]],
-                   tables=[Table.from_dict(t) for t in d["tables"]], notes=list(d.get("notes", [])),
-                   data=dict(d["data"]), timings_s=dict(d.get("timings_s", {})), measured=d.get("measured", True))
+        data = c.obj(d, "data")
+        for name in RESULT_OBJECTS:  # what node 0 and the renderers read inside ``data``
+            c.obj(data, name, optional=True)
+        c.optional_text(data, "backend")
+        return cls(findings=c.findings(d, "findings"), tables=c.tables(d, "tables"),
+                   notes=c.texts(d, "notes", optional=True), data=data, timings_s=c.number_map(d, "timings_s"),
+                   measured=c.boolean(d, "measured", True))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,7 +333,7 @@ class VerdictMessage:
     @classmethod
     def from_json(cls, text: str | bytes) -> VerdictMessage:
         d = _load(text)
-        return cls(code=int(d["code"]), verdict=str(d["verdict"]), summary=str(d["summary"]))
+        return cls(code=c.integer(d, "code"), verdict=c.text(d, "verdict"), summary=c.text(d, "summary"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -281,10 +370,15 @@ class LogSummary:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LogSummary:
-        comms = d.get("communicators")
-        return cls(host=d["host"], skipped=d.get("skipped"), files=d.get("files"), inter_node=d.get("inter_node"),
-                   intra_node=d.get("intra_node"), communicators=None if comms is None else list(comms),
-                   findings=list(d.get("findings", [])))
+        comms = None if d.get("communicators") is None else c.array(d, "communicators")
+        for comm in comms or []:  # the NCCL table reads these
+            if not isinstance(comm, dict):
+                raise ValueError("'communicators' must be a list of objects")
+            c.optional_text(c.obj(comm, "inter_node", optional=True), "transport")
+            c.texts(comm, "intra_node", optional=True)
+        return cls(host=c.text(d, "host"), skipped=c.optional_text(d, "skipped"), files=c.optional_integer(d, "files"),
+                   inter_node=d.get("inter_node"), intra_node=d.get("intra_node"), communicators=comms,
+                   findings=c.finding_dicts(d, "findings"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> LogSummary:

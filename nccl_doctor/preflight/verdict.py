@@ -11,9 +11,11 @@ import hostlist
 
 from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
+from nccl_doctor.preflight.auth import SECRET_ENV, SECRET_FIX, RejectedValueError
 from nccl_doctor.preflight.heartbeat import HEARTBEAT_LOST_S
+from nccl_doctor.preflight.limits import FilesLimit, files_needed, too_few
 from nccl_doctor.preflight.plan import NodePlan
-from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, Stage
+from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, Stage, key_owner
 from nccl_doctor.report import Finding, Report, Severity, exit_code, finding, hosts_text, plural
 
 STAGE_FIX: dict[str, str] = {
@@ -223,6 +225,49 @@ def add_probe_findings(report: Report, nodes: list[NodePost]) -> None:
         report.extend(n.bad_findings())
     summaries = [f for n in nodes for f in n.findings if f.code == Code.PROBE_SUMMARY]
     report.extend(summaries[:1])
+
+
+# --- the store and the node's limits ----------------------------------------------------------------
+def rejected_value(plan: NodePlan, exc: RejectedValueError, stage: str, authenticated: bool) -> Finding:
+    """ND411: a store value forged, malformed or too big, named by its key and the node or rank it
+    belongs to; nothing in it was used."""
+    node, rank = key_owner(exc.key)
+    if rank is not None and 0 <= rank < plan.world_size:
+        host, whose = plan.host_of(rank), f"rank {rank}'s"
+    else:
+        node = node if node is not None and 0 <= node < plan.nnodes else 0
+        host, whose = plan.hosts[node], f"node {node}'s"
+    ss = f"`ss -tnp 'sport = :{plan.port}'` on {plan.head_host} shows who is connected"
+    fix = (f"someone other than this job's nodes wrote to node 0's port {plan.port}: {ss}; keep the port to the "
+           f"job's nodes (firewall), and check that every node of the job has the same {SECRET_ENV}"
+           if authenticated else
+           f"a node running another nccl-doctor version, or someone writing to node 0's port {plan.port}: {ss}; "
+           f"{SECRET_FIX}, so that forged values are told apart")
+    return finding(Code.STORE_VALUE_REJECTED, Severity.FAIL,
+                   f"stage {stage}: the rendezvous store's {exc.key!r} ({whose} value, {host}) was rejected: "
+                   f"{exc.why}; nothing in it was used", fix, host=host, rank=rank)
+
+
+def unauthenticated(plan: NodePlan) -> Finding:
+    """ND412: no secret, so anyone who reaches node 0's port can read the nodes' posts and forge values."""
+    return finding(Code.STORE_UNAUTHENTICATED, Severity.WARN,
+                   f"the rendezvous store on {plan.head_host}:{plan.port} is unauthenticated ({SECRET_ENV} is not "
+                   "set): anyone who reaches the port can read every node's versions, settings and NICs, and write "
+                   "a forged rank result or verdict", SECRET_FIX, host=plan.head_host)
+
+
+def files_limit(plan: NodePlan, limit: FilesLimit | None) -> Finding | None:
+    """ND413 when node 0's open-file limit, raised to the hard limit, is below what the run needs."""
+    if limit is None or not too_few(limit, plan.nnodes, plan.nproc):
+        return None
+    need = files_needed(plan.nnodes, plan.nproc)
+    return finding(Code.OPEN_FILES_LIMIT, Severity.WARN,
+                   f"node 0's open-file limit is {limit.soft} (hard limit {limit.hard}, raised from {limit.before}), "
+                   f"below the about {need} its store needs for {plural(plan.nnodes, 'node')} x "
+                   f"{plural(plan.nproc, 'rank')}: past it the store stops accepting and ranks time out in init",
+                   f"raise the hard limit to at least {need} on {plan.head_host}: `ulimit -Hn` in the prolog or "
+                   "/etc/security/limits.conf, LimitNOFILE= for slurmd (Slurm's PropagateResourceLimits passes "
+                   "the submitting shell's)", host=plan.head_host)
 
 
 def plan_data(plan: NodePlan) -> dict[str, object]:

@@ -1,9 +1,10 @@
 """The rank side of ``preflight``: init, bench on the HSDP mesh, the node-pair pass, optional FSDP smoke.
 
 Started by the launcher with RANK/WORLD_SIZE/... and MASTER_ADDR:MASTER_PORT pointing at the launcher's
-TCPStore on node 0. Each rank writes its current stage to ``stage/<rank>`` there (so node 0 can name who
-had not arrived), a failure to ``error/<rank>``, and rank 0 writes the whole ``result`` (findings, tables,
-data) for node 0's launcher to report (``protocol.py``). Imported only in worker processes; torch only
+TCPStore on node 0. Each rank records its current stage in a file its launcher relays to node 0 (so node 0
+can name who had not arrived), writes a failure to ``error/<rank>``, and rank 0 writes the whole ``result``
+(findings, tables, data) for node 0's launcher to report (``protocol.py``); every value sealed with
+``NCCL_DOCTOR_SECRET`` when set (``auth.py``). Imported only in worker processes; torch only
 inside functions.
 """
 
@@ -28,22 +29,27 @@ from nccl_doctor.bench import (
     judge,
     measured_nothing,
 )
+from nccl_doctor.cluster import die_with_parent
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight import store as stores
+from nccl_doctor.preflight.auth import Seal, secret_from_env
 from nccl_doctor.preflight.fsdp_smoke import run_smoke
 from nccl_doctor.preflight.protocol import (
     BACKEND_RECORD_ENV,
     BENCH_PREFIX,
+    ERROR_TEXT_CAP,
     ERRORS_KEY,
     PG_PREFIX,
     RESULT_KEY,
+    RUN_ENV,
+    STAGE_RECORD_ENV,
     RankError,
     RankResult,
     Stage,
     StageMark,
     error_key,
     record_backend,
-    stage_key,
+    record_stage,
 )
 from nccl_doctor.preflight.store import Store
 from nccl_doctor.report import Finding, Severity, finding, plural
@@ -61,21 +67,25 @@ SMOKE_DEBUG_FIX = "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL and NCCL_DEBUG=INFO
 
 
 class StageKeys:
-    """Writes ``stage/<rank>`` = ``<seq>|<name>`` as the rank moves on: node 0 compares the numbers."""
+    """Records ``<seq>|<name>`` as the rank moves on, in a file its launcher relays to node 0 with its other
+    ranks' (``stages/<node>``: one value per node, not one store write per rank); node 0 compares the numbers."""
 
-    def __init__(self, store: Store, rank: int):
-        self.store, self.rank, self.seq, self.current = store, rank, 0, str(Stage.INIT)
+    def __init__(self, rank: int, record: str | None):
+        self.rank, self.record, self.seq, self.current = rank, record, 0, str(Stage.INIT)
 
     def __call__(self, name: str) -> None:
         self.seq += 1
         self.current = name
-        self.store.set(stage_key(self.rank), StageMark(self.seq, name).encode())
+        if self.record:
+            record_stage(self.record, self.rank, StageMark(self.seq, name))
 
 
 def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    die_with_parent(env)  # never outlive the launcher (a SIGKILLed one cannot stop us)
     rank = int(env["RANK"])
-    store = stores.client(env["MASTER_ADDR"], int(env["MASTER_PORT"]), args.collective_timeout)
-    stage = StageKeys(store, rank)
+    seal = Seal(secret_from_env(env), env.get(RUN_ENV, ""))  # what the launcher seals with, from its env
+    store = stores.client(env["MASTER_ADDR"], int(env["MASTER_PORT"]), args.collective_timeout, seal)
+    stage = StageKeys(rank, env.get(STAGE_RECORD_ENV))
     try:
         stage(Stage.INIT)
         device = _init(args, env, store)
@@ -104,7 +114,7 @@ def rank_error(stage: str, exc: BaseException) -> RankError:
     if isinstance(exc, CudaUnusable):
         return RankError(stage=stage, error=f"{type(exc).__name__}: {exc.reason}", fix=exc.fix,
                          code=Code.CUDA_UNUSABLE)
-    return RankError(stage=stage, error=f"{type(exc).__name__}: {exc}")
+    return RankError(stage=stage, error=f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_CAP])
 
 
 def _init(args: argparse.Namespace, env: Mapping[str, str], store: Store) -> str:
@@ -188,18 +198,45 @@ def _work(args: argparse.Namespace, env: Mapping[str, str], stage: StageKeys, de
 
 def _smoke(bench: Any, device: str, env: Mapping[str, str]) -> tuple[list[Finding], dict[str, Any]]:
     """Run the FSDP2 smoke test on the HSDP mesh; every rank's outcome, gathered, judged once."""
-    import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
+
+    from nccl_doctor.bench import worker as bw
 
     mesh = init_device_mesh(device.split(":", maxsplit=1)[0], (bench.nnodes, bench.local_world_size),
                             mesh_dim_names=("dp", "fsdp"))
     r = run_smoke(mesh, checkpoint_base=env.get("NCCL_DOCTOR_FSDP_BASE") or None,
                   record=env.get("NCCL_DOCTOR_DCP_RECORD") or None)
-    everyone: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, {"rank": r.rank, "host": socket.gethostname(), "problems": r.problems,
-                                      "losses": r.losses, "seconds": round(r.seconds, 2)})
+    got = bw.all_gather_json({"rank": r.rank, "host": socket.gethostname(), "problems": r.problems,
+                              "losses": r.losses, "seconds": round(r.seconds, 2)})  # JSON, never a pickle
+    everyone = [smoke_entry(rank, e) for rank, e in enumerate(got)]
     shape = f"({bench.nnodes} dp x {bench.local_world_size} fsdp)"
     return [smoke_finding(everyone, shape)], {"ranks": everyone}
+
+
+SMOKE_FIELDS: dict[str, tuple[type, ...]] = {"rank": (int,), "host": (str,), "problems": (list,),
+                                             "losses": (list,), "seconds": (int, float)}
+
+
+def smoke_entry(rank: int, entry: Any) -> dict[str, Any]:
+    """One rank's smoke outcome as it sent it, checked; what cannot be read is that rank's problem (ND410 names
+    it), never a traceback."""
+    why = None
+    if not isinstance(entry, dict):
+        why = getattr(entry, "why", "not an object")
+    else:
+        bad = [k for k, types in SMOKE_FIELDS.items()
+               if not isinstance(entry.get(k), types) or isinstance(entry.get(k), bool)]
+        if bad:
+            why = f"{bad[0]!r} missing or of the wrong type"
+        elif not all(isinstance(p, str) for p in entry["problems"]) or \
+                not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in entry["losses"]):
+            why = "problems or losses of the wrong type"
+        elif entry["rank"] != rank:
+            why = f"it claims to be rank {entry['rank']}"
+    if why is None:
+        return dict(entry)
+    return {"rank": rank, "host": "unknown", "problems": [f"rank {rank} sent a malformed smoke-test result ({why})"],
+            "losses": [], "seconds": 0.0}
 
 
 def smoke_finding(everyone: list[dict[str, Any]], shape: str) -> Finding:

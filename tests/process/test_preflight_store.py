@@ -240,9 +240,9 @@ def test_a_late_node_told_by_the_store_exits_1_not_abort(venv_env):
 
 @pytest.mark.timeout(90)
 def test_a_follower_whose_launcher_dies_after_the_measurements_fails_the_run(venv_env, tmp_path):
-    """The follower's launcher is SIGKILLed once the ranks run; its ranks (own sessions) still finish, so
-    the measurements pass. Node 0 must notice the lost heartbeat while it waits for that node's NCCL log
-    summary: ND407 naming it and exit 1, not a PASS with a missing-summary note."""
+    """The follower's launcher is SIGKILLed once the ranks run; its ranks die with it (parent-death signal),
+    so the run cannot finish its measurements. Node 0 must notice the lost heartbeat and the lost ranks:
+    ND407 naming that node and exit 1, not a PASS with a missing-summary note or a hang."""
     n0, n1 = _two_nodes(venv_env, tmp_path, "rank 0] bench")  # every rank is up and measuring
     try:
         n1.kill()
@@ -254,5 +254,4 @@ def test_a_follower_whose_launcher_dies_after_the_measurements_fails_the_run(ven
             p.wait()
     assert n0.returncode == 1, out[-2000:]
     doc = json.loads(out)
-    assert any(f["code"] == "ND407" and f["where"]["host"] == "ghost" and "after the measurements" in f["message"]
-               for f in failures(doc)), failures(doc)
+    assert any(f["code"] == "ND407" and f["where"]["host"] == "ghost" for f in failures(doc)), failures(doc)

@@ -16,13 +16,14 @@ README = ROOT / "README.md"
 # its range's module (codes/parse.py for ND1xx, ...) and, by `python -m nccl_doctor.codes`,
 # to the README.
 PINNED = {
-    "ND001": "check-skipped",
+    "ND001": "check-skipped", "ND002": "slurm-drain",
     "ND101": "inter-node-transport-ok", "ND102": "socket-fallback", "ND103": "socket-transport",
     "ND104": "gdr-not-used", "ND105": "intra-node-degraded", "ND106": "transport-not-visible",
     "ND107": "nccl-version-mismatch", "ND108": "nccl-warning", "ND109": "ib-completion-error",
     "ND110": "connect-failed", "ND111": "rdma-verbs-error", "ND112": "cuda-error",
     "ND113": "no-socket-interface", "ND114": "watchdog-timeout", "ND115": "nccl-error",
     "ND116": "ofi-provider-not-efa", "ND117": "log-input-damaged", "ND118": "ranks-behind",
+    "ND119": "log-limits-reached",
     "ND200": "probe-summary", "ND201": "nccl-on-management", "ND202": "socket-ifname-matches-nothing",
     "ND203": "socket-ifname-down", "ND204": "socket-ifname-ignored", "ND205": "ifname-prefix-overmatch",
     "ND206": "nccl-on-virtual", "ND207": "rdma-disabled-by-env", "ND208": "ib-hca-selects-nothing",
@@ -32,6 +33,7 @@ PINNED = {
     "ND218": "env-value-ignored", "ND219": "env-unknown-name", "ND220": "nccl-conf-file",
     "ND221": "p2p-or-shm-disabled", "ND222": "nccl-net-unavailable", "ND223": "named-like-ib",
     "ND224": "nccl-finds-no-interface", "ND225": "efa-needs-plugin", "ND226": "no-rdma",
+    "ND227": "file-skipped",
     "ND300": "bandwidth-ok", "ND301": "wrong-results", "ND302": "slow-node-bandwidth",
     "ND303": "slow-link-unpinned", "ND305": "above-link-rate", "ND306": "sizes-too-small",
     "ND307": "too-few-iterations", "ND308": "world-size-mismatch", "ND309": "deadline-expired",
@@ -39,7 +41,8 @@ PINNED = {
     "ND313": "cuda-unusable",
     "ND401": "version-mismatch", "ND402": "setting-mismatch", "ND403": "nic-mismatch",
     "ND404": "net-plugin-mismatch", "ND405": "node-missing", "ND406": "stage-failed", "ND407": "node-lost",
-    "ND408": "rank-count-mismatch", "ND410": "fsdp-smoke",
+    "ND408": "rank-count-mismatch", "ND410": "fsdp-smoke", "ND411": "store-value-rejected",
+    "ND412": "store-unauthenticated", "ND413": "open-files-limit",
 }
 
 

@@ -13,7 +13,8 @@ def test_plan_under_slurm_fills_everything_and_gloo_iface(slurm_env, fake_route)
     assert (cfg.nnodes, cfg.nproc_per_node, cfg.rdzv_endpoint, cfg.rdzv_id) == (2, 2, "n1:29742", "slurm-4242")
     assert (cfg.is_host, cfg.local_addr, cfg.extra_env) == (False, "198.18.0.2", {"GLOO_SOCKET_IFNAME": "eth1"})
     argv = torchrun.torchrun_argv(cfg, ["bench", "--iters", "3"], python="py")
-    assert argv[:3] == ["py", "-m", "torch.distributed.run"]
+    assert argv[:3] == ["py", "-m", "nccl_doctor.cluster.rendezvous"]  # torchrun's main, our static rendezvous
+    assert "--rdzv-backend=nccl-doctor" in argv and not any(a.startswith("--rdzv-backend=c10d") for a in argv)
     assert "--rdzv-conf=join_timeout=60,is_host=0" in argv and "--local-addr=198.18.0.2" in argv
     assert "--max-restarts=0" in argv and argv[-5:] == ["-m", "nccl_doctor", "bench", "--iters", "3"]
 

@@ -5,7 +5,8 @@ from dataclasses import asdict
 import pytest
 
 from nccl_doctor.node.classify import MGMT_MAX_MBPS, classify
-from nccl_doctor.node.sysfs import FsReader, read_node
+from nccl_doctor.node.fsreader import FsReader
+from nccl_doctor.node.sysfs import read_node
 from tests.helpers import sysfs_builder as b
 
 

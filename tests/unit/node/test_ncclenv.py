@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from nccl_doctor.node.fsreader import FsReader
 from nccl_doctor.node.model import Address, Interface, RdmaDevice, RdmaPort, Setting, Settings
 from nccl_doctor.node.ncclenv import (
     classify_net,
@@ -21,7 +22,6 @@ from nccl_doctor.node.ncclenv import (
     parse_if_list,
     user_conf_path,
 )
-from nccl_doctor.node.sysfs import FsReader
 
 
 @pytest.mark.parametrize("text, value, clean", [
@@ -191,3 +191,10 @@ def test_user_conf_comes_from_passwd_on_the_live_root(tmp_path):
     (tmp_path / "home/u").mkdir(parents=True)
     (tmp_path / "home/u/.nccl.conf").write_text("NCCL_DEBUG=INFO\n")
     assert effective_settings({"HOME": "/home/u"}, FsReader(tmp_path)).get("NCCL_DEBUG") == "INFO"
+
+
+def test_this_tools_own_variables_are_not_settings_and_its_secret_is_never_recorded():
+    env = {"NCCL_DOCTOR_SECRET": "0123456789abcdef0123456789abcdef", "NCCL_DOCTOR_STAGE_DIR": "/tmp/x",
+           "NCCL_IB_HCA": "mlx5_0"}
+    values = effective_settings(env, None).values
+    assert set(values) == {"NCCL_IB_HCA"}

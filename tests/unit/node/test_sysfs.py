@@ -2,7 +2,8 @@
 
 import os
 
-from nccl_doctor.node.sysfs import FsReader, parse_rate, parse_state
+from nccl_doctor.node.fsreader import FsReader
+from nccl_doctor.node.sysfs import parse_rate, parse_state
 from tests.helpers import sysfs_builder as b
 
 

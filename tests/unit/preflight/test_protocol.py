@@ -19,8 +19,8 @@ def test_keys_are_the_ones_every_version_of_the_launcher_uses():
     assert (p.RUN_KEY, p.CLOSED_KEY, p.GO_KEY, p.RESULT_KEY, p.ERRORS_KEY) == (
         "nccl-doctor/run", "rendezvous/closed", "go", "result", "errors")
     assert (p.LOGS_WANTED_KEY, p.VERDICT_KEY, p.ACKS_KEY, p.PG_PREFIX) == ("logs/wanted", "verdict", "acks", "pg")
-    assert [p.node_key(3), p.heartbeat_key(3), p.logs_key(3), p.stage_key(7), p.error_key(7)] == [
-        "node/3", "hb/3", "logs/3", "stage/7", "error/7"]
+    assert [p.node_key(3), p.heartbeat_key(3), p.logs_key(3), p.stages_key(7), p.error_key(7)] == [
+        "node/3", "hb/3", "logs/3", "stages/7", "error/7"]
 
 
 def test_messages_keep_their_json_shape_and_round_trip():
