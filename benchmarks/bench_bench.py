@@ -5,7 +5,7 @@
    the 2-node world all_gather busbw at the largest size (both directions at once) against raw TCP in both
    directions at once (and, for reference, one way), and the node-pair ping-pong figure (one direction at a
    time) against one-way raw TCP. A plain torch Gloo isend/irecv exchange of the same size shows what the
-   Gloo transport itself does with both directions (see the README bench section).
+   Gloo transport itself does with both directions (see docs/bench.md).
 2. Wall time of the default CPU bench (`nccl-doctor bench`, 2 ranks, 64K..64M) here (target < 20 s).
 
     .venv/bin/python benchmarks/bench_bench.py [--rate 200mbit] [--skip-netns]

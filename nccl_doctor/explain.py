@@ -1,7 +1,7 @@
 """``nccl-doctor explain [CODE]``: what a finding code means, why it matters and the usual fix.
 
-The text is the code table's own (``nccl_doctor.codes``), the same the README's table shows, so the terminal
-and the README cannot disagree. A code is accepted as ``ND102``, ``nd102``, ``102`` or its name
+The text is the code table's own (``nccl_doctor.codes``), the same ``docs/codes.md``'s table shows, so the
+terminal and the docs cannot disagree. A code is accepted as ``ND102``, ``nd102``, ``102`` or its name
 ``socket-fallback``; an unknown one is one line (exit 2) naming the closest code, if any.
 """
 

@@ -18,7 +18,9 @@ from nccl_doctor.cluster import DEFAULT_PORT, gloo_iface_to
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import NodeProbe, probe_node
 
-NOMINAL_KINDS = ("veth", "bridge", "tun")  # sysfs speed is a made-up number (veth: 10000), not a line rate
+# Virtual kinds whose sysfs speed is a real line rate: a bond sums its slaves', a VLAN shows its parent's. Every
+# other virtual interface (veth, bridge, macvlan, vxlan, tun...) has a made-up speed (veth: 10000), no line rate.
+RATED_VIRTUAL_KINDS = ("bond", "vlan", "loopback")
 
 # PCI device id -> (model, busbw NCCL reaches inside one node in GB/s, how). NVLink: links x NCCL's
 # per-link constant (graph/topo.h); PCIe: NCCL's effective x16 figure. Estimates, not measurements.
@@ -54,7 +56,8 @@ class Expected:
 
 def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tuple[Expected | None, bool, str | None]:
     """This node's yardstick from the probe (~30 ms): the links the backend will use, and their rates,
-    whether those rates are only nominal (every link a veth/bridge/tun: a figure may exceed them), and
+    whether a link is virtual (a veth: its speed is nominal, so no line rate to judge figures against, only
+    the floor of a slow link), and
     why there is no yardstick when the node cannot be read (the figures are still measured).
     Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so).
     A bug here is raised, not turned into a silent "no yardstick"."""
@@ -66,9 +69,13 @@ def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tup
     except (InputError, OSError) as exc:
         return None, False, f"no yardstick: the probe could not read this node ({exc})"
     exp = expected_bandwidth(node, backend, route_iface=route_iface)
-    links = [node.facts.iface(n) for n in exp.ifaces]
-    nominal = bool(links) and all(i is not None and i.virtual_kind in NOMINAL_KINDS for i in links)
+    nominal = any(i is not None and nominal_speed(i.virtual_kind) for i in map(node.facts.iface, exp.ifaces))
     return exp, nominal, None
+
+
+def nominal_speed(virtual_kind: str | None) -> bool:
+    """An interface of this virtual kind has a nominal sysfs speed, not a line rate (a veth's 10000 Mb/s)."""
+    return bool(virtual_kind) and virtual_kind not in RATED_VIRTUAL_KINDS
 
 
 def expected_bandwidth(node: NodeProbe, backend: str, *, route_iface: str | None = None) -> Expected:
@@ -148,6 +155,9 @@ def _socket(node: NodeProbe, backend: str, route_iface: str | None) -> InterLink
         return None, None, f"{why} ({how})", tuple(names)
     total = link_gbps(sum(speeds))
     text = " + ".join(f"{i.name} {i.speed_mbps} Mb/s" for i in real)
+    virtual = [f"{i.name} is a {i.virtual_kind}" for i in real if nominal_speed(i.virtual_kind)]
+    if virtual:  # no line rate: no % of expected, no ND305; the slow-link floor still comes from it
+        text += f", nominal ({', '.join(virtual)}): no line rate, only the slow-link floor"
     return total, total, f"{text} ({how})", tuple(i.name for i in real)
 
 

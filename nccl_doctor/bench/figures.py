@@ -6,7 +6,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nccl_doctor.bench.model import BenchResult, Group
+from nccl_doctor.bench.model import BenchResult, Group, NodeInfo
 from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps, slow_rails
 
 PCT = 100
@@ -51,6 +51,17 @@ def gbps(value: float | None) -> float | None:
     return round(value, GBPS_DIGITS) if value else None
 
 
+def yardstick_gbps(node: NodeInfo, rails: int = 1) -> float | None:
+    """What one rail of a pair should reach from ``node`` (``pairs.pair_expected_gbps``), None on a virtual
+    link: its sysfs speed is nominal, no line rate to judge a figure against (only the slow-link floor)."""
+    return None if node.nominal_link else pair_expected_gbps(node, rails)
+
+
+def line_rate_gbps(node: NodeInfo) -> float | None:
+    """All the node's inter-node links together, None on a virtual link (a nominal speed is no line rate)."""
+    return None if node.nominal_link else node.link_gbps
+
+
 def node_localisation(result: BenchResult) -> Localisation:
     """The pair pass's verdicts, rebuilt from ``result.pairs`` with the floor the run planned with."""
     floor = floor_gbps(result.nodes, result.backend, result.yardstick_rails)
@@ -72,16 +83,16 @@ def node_figures(result: BenchResult) -> list[NodeFigures]:
         fig = figs[n.index]
         peers = [v for k, v in figs.items() if k != n.index and v is not None]
         exp = n.expected
-        want = pair_expected_gbps(n, result.yardstick_rails)
+        want = yardstick_gbps(n, result.yardstick_rails)
         rows.append(NodeFigures(
-            host=n.host, index=n.index, ranks=list(n.ranks), iface=n.iface, link_gbps=gbps(n.link_gbps),
+            host=n.host, index=n.index, ranks=list(n.ranks), iface=n.iface, link_gbps=gbps(line_rate_gbps(n)),
             expected_gbps=gbps(want),
             expected_basis=(exp.inter_basis if exp is not None else
                             n.no_expected or ("sysfs link speed" if n.link_gbps else None)),
             intra_expected_gbps=exp.intra_gbps if exp is not None else None,
             intra_expected_basis=exp.intra_basis if exp is not None else None,
             inter_node_busbw_gbps=round(fig, GBPS_DIGITS) if fig is not None else None,
-            pct_of_expected=pct(fig, want), pct_of_link=pct(fig, n.link_gbps),
+            pct_of_expected=pct(fig, want), pct_of_link=pct(fig, line_rate_gbps(n)),
             peer_median_gbps=(round(statistics.median(peers), GBPS_DIGITS)
                               if len(peers) >= MIN_PEERS_FOR_MEDIAN else None),
             pairs=[result.nodes[p.b if p.a == n.index else p.a].host
@@ -95,7 +106,7 @@ def group_expected(result: BenchResult, group: str) -> float | None:
     """What a group's busbw should reach, from the slowest node: world across nodes and inter run over
     the inter-node links (inter: one group per local rank at once, sharing them); world on one node and
     intra over NVLink/PCIe (GPUs only; CPU ranks have no link to compare with)."""
-    links = [n.link_gbps for n in result.nodes]
+    links = [line_rate_gbps(n) for n in result.nodes]
     intra = [n.expected.intra_gbps if n.expected is not None else None for n in result.nodes]
     if group == Group.INTRA or (group == Group.WORLD and result.nnodes == 1):
         known = [x for x in intra if x]

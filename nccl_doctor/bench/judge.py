@@ -1,12 +1,12 @@
 """Findings from a ``BenchResult`` (pure): wrong data, slow nodes or links, figures not to trust, and what
 was not measured. The same verdict on every rank, and in ``preflight``, which judges its own sweep here.
 
-Why these thresholds: the README's "bench" section; slow nodes and links: ``pairs.py``.
+Why these thresholds: docs/bench.md; slow nodes and links: ``pairs.py``.
 """
 
 from __future__ import annotations
 
-from nccl_doctor.bench.busbw import MIB, format_size
+from nccl_doctor.bench.busbw import MIB, format_size, round_size
 from nccl_doctor.bench.figures import NodeFigures, node_figures, node_localisation
 from nccl_doctor.bench.groups import MISFIT_SKIP, mesh_misfit
 from nccl_doctor.bench.model import Backend, BenchResult
@@ -46,6 +46,10 @@ def _all_good(result: BenchResult) -> Finding:
         loc = node_localisation(result)
         msg += (f"; no slow node or link: {len(loc.links)} node pair(s) in {len(loc.rounds)} round(s), "
                 f"slowest {min(loc.links.values()):.3f} GB/s, fastest {max(loc.links.values()):.3f} GB/s")
+    virtual = [n.host for n in result.nodes if n.nominal_link]
+    if virtual:  # said at PASS level: no line rate was there to judge against, and that is not a fault
+        msg += (f"; yardstick unknown on {hosts_text(virtual)}: a virtual interface has no line rate (its sysfs "
+                "speed is nominal), so the figures were compared with each other")
     return finding(Code.BANDWIDTH_OK, Severity.PASS, msg)
 
 
@@ -149,6 +153,7 @@ def _judge_nodes(result: BenchResult) -> list[Finding]:
         bw = loc.links[(a, b)]
         want = [w for w in (rows[a].expected_gbps, rows[b].expected_gbps) if w]
         how = (f"{PCT * bw / min(want):.1f}% of the {min(want):.2f} GB/s line rate" if bw < loc.floor_gbps and want
+               else f"under the {loc.floor_gbps:.3f} GB/s floor" if bw < loc.floor_gbps
                else f"{PCT * bw / loc.best:.0f}% of the best pair ({best_txt})")
         if result.nnodes == 2:
             why = "with two nodes it cannot tell which end is slow"
@@ -231,7 +236,8 @@ def _judge_sweep(result: BenchResult) -> list[Finding]:
     out = []
     biggest = max(m.size_bytes for m in result.results)
     need = BIG_ENOUGH[Backend(result.backend)] if result.backend in BIG_ENOUGH else BIG_ENOUGH[Backend.NCCL]
-    if biggest < need:
+    # a size is rounded down to split into whole elements per rank: 16 MiB over 3 ranks is 12 bytes short
+    if all(m.size_bytes < round_size(need, m.group_size) for m in result.results):
         out.append(finding(Code.SIZES_TOO_SMALL, Severity.WARN,
                            f"largest size {format_size(biggest)} is below {format_size(need)}: small messages are "
                            "latency-bound, so these figures understate the bandwidth",

@@ -1,6 +1,6 @@
 """Figures below what they should reach (ND312, WARN). On NCCL: each group's peak busbw at bandwidth-bound
 sizes against ``figures.group_expected``, and each rail on a NIC of its own against its per-rail
-yardstick (``pairs.pair_expected_gbps``). On any backend: a rail far behind the rails sharing its link
+yardstick (``figures.yardstick_gbps``). On any backend: a rail far behind the rails sharing its link
 (``pairs.lagging_rails``): a lagging rank, not the link. Pure; ``judge.judge`` calls it.
 
 Why half (``EXPECTED_SHARE``): the yardsticks are estimates (intra: NCCL's effective NVLink/PCIe figure
@@ -16,9 +16,9 @@ from __future__ import annotations
 import statistics
 
 from nccl_doctor.bench.busbw import MIB, format_size
-from nccl_doctor.bench.figures import group_expected, node_localisation
+from nccl_doctor.bench.figures import group_expected, node_localisation, yardstick_gbps
 from nccl_doctor.bench.model import Backend, BenchResult, Group, Measurement, PairResult, RailResult
-from nccl_doctor.bench.pairs import LAGGING_RAIL_RATIO, below_share, lagging_rails, pair_expected_gbps
+from nccl_doctor.bench.pairs import LAGGING_RAIL_RATIO, below_share, lagging_rails
 from nccl_doctor.bench.rails import rail_label
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Severity, finding
@@ -118,7 +118,7 @@ def rails_below(result: BenchResult) -> list[tuple[PairResult, RailResult, float
     n = result.pair_rails
     out = []
     for p in result.pairs:
-        known = [y for x in (p.a, p.b) if (y := pair_expected_gbps(result.nodes[x], n))]
+        known = [y for x in (p.a, p.b) if (y := yardstick_gbps(result.nodes[x], n))]
         if p.link in slow or not known or p.rails_shared:
             continue
         want = min(known)

@@ -206,8 +206,9 @@ def expected_notes(result: BenchResult, nodes: Sequence[NodeFigures]) -> list[st
         out += [f"{what} on {_hosts(hosts)}: {basis}" for basis, hosts in seen.items()]
     nominal = [n.host for n in result.nodes if n.nominal_link]
     if nominal:
-        out.append(f"inter-node expected on {_hosts(nominal)} is a virtual interface's nominal sysfs speed (veth): "
-                   "a figure above it is not flagged (ND305), and the slow-link floor still applies")
+        out.append(f"inter-node yardstick on {_hosts(nominal)} unknown: a virtual interface (veth, bridge...) has a "
+                   "nominal sysfs speed, not a line rate, so the figures are judged against each other and the "
+                   "slow-link floor only (no % of expected, no ND305 above-line-rate check)")
     small = sorted({m.size_bytes for m in result.results if latency_bound(m.size_bytes)})
     if small:
         out.append(f"sizes up to {format_size(small[-1])} are latency-bound ({LATENCY_MARK} in the bound column): "

@@ -1,4 +1,4 @@
-"""Every finding code: stable, never reused, documented in the README.
+"""Every finding code: stable, never reused, documented in ``docs/codes.md``.
 
 Ranges: ND0xx general, ND1xx ``parse`` (NCCL logs), ND2xx ``probe`` (interfaces and env),
 ND3xx ``bench`` (bandwidth), ND4xx ``preflight`` (cross-node). The members live here; their texts (name,
@@ -120,7 +120,8 @@ class Code(StrEnum):
 
 
 CODES: dict[str, Code] = {c.value: c for c in Code}
-README_BEGIN, README_END = "<!-- CODES -->", "<!-- /CODES -->"
+TABLE_PATH = "docs/codes.md"  # relative to the repository root, where ``python -m nccl_doctor.codes`` runs
+TABLE_BEGIN, TABLE_END = "<!-- CODES -->", "<!-- /CODES -->"
 
 
 def missing_texts() -> list[str]:
@@ -129,16 +130,16 @@ def missing_texts() -> list[str]:
 
 
 def markdown_table() -> str:
-    """The README's table of codes, generated so the two cannot drift."""
+    """The table of codes in ``docs/codes.md``, generated so the two cannot drift."""
     lines = ["| code | name | meaning |", "|---|---|---|"]
     lines += [f"| `{c.value}` | `{c.slug}` | {c.summary} |" for c in Code]
     return "\n".join(lines)
 
 
-def update_readme(path: str = "README.md") -> None:
-    """Rewrite the table between the README's ``<!-- CODES -->`` markers."""
-    readme = Path(path)
-    block = f"{README_BEGIN}\n{markdown_table()}\n{README_END}"
-    pattern = re.escape(README_BEGIN) + r".*?(" + re.escape(README_END) + r"|\Z)"
-    text = re.sub(pattern, lambda _: block, readme.read_text(), count=1, flags=re.S)
-    readme.write_text(text)
+def update_table(path: str = TABLE_PATH) -> None:
+    """Rewrite the table between the page's ``<!-- CODES -->`` markers; the rest of the page is kept."""
+    page = Path(path)
+    block = f"{TABLE_BEGIN}\n{markdown_table()}\n{TABLE_END}"
+    pattern = re.escape(TABLE_BEGIN) + r".*?(" + re.escape(TABLE_END) + r"|\Z)"
+    text = re.sub(pattern, lambda _: block, page.read_text(), count=1, flags=re.S)
+    page.write_text(text)

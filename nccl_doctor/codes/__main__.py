@@ -1,5 +1,5 @@
-"""``python -m nccl_doctor.codes``: regenerate the README's code table."""
+"""``python -m nccl_doctor.codes``: regenerate the code table in ``docs/codes.md`` (run from the repository root)."""
 
-from nccl_doctor.codes import update_readme
+from nccl_doctor.codes import update_table
 
-update_readme()
+update_table()

@@ -59,7 +59,8 @@ TEXTS: dict[str, CodeText] = {
         "A figure exceeds the link's line rate, so it is not that link's figure.",
         (
             "An inter-node figure above the line rate of the interface it is compared with means the traffic took"
-            " another path, so it says nothing about that link."
+            " another path, so it says nothing about that link. A virtual interface (veth, bridge, macvlan...) has"
+            " no line rate (its sysfs speed is nominal): its figures are compared with each other only."
         ),
         "Set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface to test, and rerun.",
     ),

@@ -11,7 +11,8 @@ TEXTS: dict[str, CodeText] = {
         (
             "The channel lines show the fast path: NET/IB (InfiniBand or RoCE), EFA through aws-ofi-nccl or a "
             "vendor plugin between nodes, or, in a single-node job, how its GPUs talk. The message says whether "
-            "GPUDirect RDMA (/GDRDMA) was seen too."
+            "GPUDirect RDMA (/GDRDMA) was seen too. Error lines never make it pass: a log whose only transport "
+            "lines are errors is judged by those errors."
         ),
         (
             "Nothing to fix. Where GPUDirect RDMA is not visible in the log, rerun with NCCL_DEBUG=INFO "

@@ -11,7 +11,9 @@ TEXTS: dict[str, CodeText] = {
         (
             "The interface NCCL will bootstrap on, the network that carries its inter-node data (IB ports, a "
             "plugin or TCP sockets) and Gloo's interface, as their own selection rules choose them with this "
-            "environment."
+            "environment. A choice that a FAIL of the same report rules out is not named: Gloo 'cannot start' "
+            "when GLOO_SOCKET_IFNAME names a missing interface (ND216), and the line is left out when NCCL has "
+            "no interface at all (ND202, ND203, ND224)."
         ),
         (
             "Nothing to fix; to change a choice, export the NCCL_SOCKET_IFNAME, NCCL_IB_HCA and "
@@ -132,7 +134,9 @@ TEXTS: dict[str, CodeText] = {
             "A port that trained at a lower rate (a bad cable, transceiver or lane) is used like the others, and "
             "every ring through it runs at its speed, so collectives across nodes slow down."
         ),
-        "Reseat or replace the cable or transceiver; check the lanes and errors with `mlxlink -d <pci>`.",
+        ("Reseat or replace the cable or transceiver; check the lanes and errors with `mlxlink -d <pci>` "
+         "(Mellanox/NVIDIA mlx4/mlx5), or `ibv_devinfo -v -d <dev>` and `ibstat <dev>` for other vendors "
+         "(Omni-Path hfi1, iWARP i40iw/irdma)."),
     ),
     "ND211": CodeText(
         "roce-gid-unusable",
@@ -188,7 +192,8 @@ TEXTS: dict[str, CodeText] = {
         (
             "With GLOO_SOCKET_IFNAME unset Gloo binds the address the hostname resolves to; when that is 127.x, "
             "Gloo groups across nodes (torch's CPU collectives) fail with 'Connection refused, "
-            "remote=[127.0.0.1]'."
+            "remote=[127.0.0.1]'. On one node loopback works: `probe` cannot know the job and warns; "
+            "`preflight` on one node passes it (saying so) and fails it on two or more nodes."
         ),
         "export GLOO_SOCKET_IFNAME=<inter-node interface> (the probe names the best one).",
     ),

@@ -1,4 +1,5 @@
-"""What a code says about itself: the README's table, ``explain`` and a finding's fallback fix read it."""
+"""What a code says about itself: the code table (``docs/codes.md``), ``explain`` and a finding's fallback fix
+read it."""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ from nccl_doctor.logs.transports import (
     net_lines,
     no_ib_hosts,
     static_transport_lines,
+    without_errors,
 )
 from nccl_doctor.logs.view import show
 from nccl_doctor.logs.where import (
@@ -111,11 +112,11 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
             out.append(_gdr_reads_off_finding(r, label, lines, comm, host))
         elif inter.gdr is False:
             out.append(_gdr_finding(r, t, label, lines, host))
-        else:
+        elif said := without_errors(r, lines):  # only error lines show it: the errors are the verdict
             gdr = {True: "with GPUDirect RDMA", None: "(GPUDirect RDMA not visible in the log)"}[inter.gdr]
             out.append(finding(code=Code.INTER_NODE_TRANSPORT_OK, severity=Severity.PASS,
                                message=f"inter-node traffic uses {label} {gdr}",
-                               **where_of(lines[0] if lines else None, comm, host), evidence=quoted(lines, 2)))
+                               **where_of(said[0], comm, host), evidence=quoted(said, 2)))
         beside = _socket_beside_rdma(r, label)
         if beside:
             out.append(beside)
@@ -259,6 +260,7 @@ def _gdr_reads_off_finding(r: ParseResult, label: str, lines: list[Evidence], co
            "NCCL turns GDR reads off for sends on pre-Ampere GPUs without NVLink between them (NCCL_NET_GDR_READ "
            "unset; =1 forces them)")
     shown = by_position(net_lines(r, inter=True, gdr=True)[:1] + net_lines(r, inter=True, gdr=False)[:1])
+    lines = without_errors(r, lines)
     return finding(code=Code.INTER_NODE_TRANSPORT_OK, severity=Severity.PASS,
                    message=f"inter-node traffic uses {label} with GPUDirect RDMA on receives; sends are staged "
                            f"through host memory by design: {why}",

@@ -36,10 +36,10 @@ from nccl_doctor.logs.parser import LogParser, check_dirs, gc_paused, parse_path
 from nccl_doctor.logs.reader import CHUNK, ReadStats, Source, read_range_blocks, resolve_inputs
 
 # Below this many bytes of regular files, parse stays in one process: starting a worker, pickling its state
-# and merging it (~0.2 s) cost about what a second core saves on a 22 MB log (measured on 2 cores: README).
+# and merging it (~0.2 s) cost about what a second core saves on a 22 MB log (measured on 2 cores: docs/benchmarks.md).
 MIN_PARALLEL_BYTES = 32 << 20
 # The main process's range, parsed while the workers start, is this much larger than theirs: a worker also
-# starts (~0.2 s), counts the lines before its range and pickles its state (measured, see README)
+# starts (~0.2 s), counts the lines before its range and pickles its state (measured, see docs/benchmarks.md)
 MAIN_SHARE = 1.1
 MIN_RANGE = 1 << 20  # bytes: the smallest range a file is split into (tests force smaller: ``range_bytes``)
 SPLIT_SCAN = 4 << 20  # bytes scanned past a split point for a line where the printing process changes

@@ -17,6 +17,7 @@ import gc
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import cast
 
 from nccl_doctor.errors import InputError
@@ -53,6 +54,7 @@ from nccl_doctor.logs.reader import (
     WRAP_MIN,
     ReadStats,
     Source,
+    binary_reason,
     clean,
     is_continuation,
     read_blocks,
@@ -545,5 +547,11 @@ def no_nccl_message(result: ParseResult) -> str:
         return f"cannot read {errors[0]}"
     if result.lines == 0:
         return f"{what}: empty, no NCCL log lines (run the job with NCCL_DEBUG=INFO)"
-    return (f"{what}: no NCCL log lines in {result.lines} lines (run the job with NCCL_DEBUG=INFO, "
+    binary = [(s["name"], why) for s in result.sources if s["name"] != STDIN
+              for why in [binary_reason(Path(s["name"]))] if why]
+    if len(binary) == len(names):
+        return f"{names[0]}: a binary file, not a log ({binary[0][1]})" if len(names) == 1 else \
+            f"{what}: binary files, not logs"
+    among = f"; binary, not logs: {', '.join(n for n, _ in binary[:3])}" if binary else ""
+    return (f"{what}: no NCCL log lines in {result.lines} lines{among} (run the job with NCCL_DEBUG=INFO, "
             "and NCCL_DEBUG_FILE=/path/%h.%p.log to keep one file per process)")

@@ -180,6 +180,36 @@ def _open_binary(source: Source) -> BinaryIO:
     return stream
 
 
+BINARY_HEAD = 64 * 1024  # bytes looked at to tell a binary file from a text log
+BINARY_NUL_SHARE = 0.01  # NUL bytes: a text log holds none, a stray one or two at most
+BINARY_ODD_SHARE = 0.30  # control bytes (not whitespace or ESC) and undecodable UTF-8
+_TEXT_CONTROLS = frozenset(b"\t\n\r\f\v\b\x1b")
+
+
+def binary_reason(path: Path) -> str | None:
+    """Why a file that yielded no NCCL line is a binary file, not a log (judged on its first
+    ``BINARY_HEAD`` bytes, gunzipped), else None. A log with a few stray bytes is text. Regular files only:
+    a FIFO was read to its end already, and opening it again would wait for another writer."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return None
+        fh = _open_binary(Source(str(path), path))
+        with fh:
+            head = fh.read(BINARY_HEAD)
+    except (InputError, *_READ_ERRORS):
+        return None
+    if not head:
+        return None
+    nul = head.count(0)
+    if nul >= BINARY_NUL_SHARE * len(head):
+        return f"{nul} NUL bytes in its first {len(head)} bytes"
+    controls = sum(1 for b in head if (b < 0x20 and b not in _TEXT_CONTROLS) or b == 0x7F)
+    undecodable = head.decode("utf-8", "replace").count("\ufffd")
+    if controls + undecodable >= BINARY_ODD_SHARE * len(head):
+        return f"{100 * (controls + undecodable) // len(head)}% control or undecodable bytes at its start"
+    return None
+
+
 CHUNK = 256 * 1024  # bytes read at once; small enough that one block's lines stay in CPU cache
 _READ_ERRORS = (EOFError, OSError, zlib.error, gzip.BadGzipFile)
 

@@ -293,6 +293,15 @@ def fact_lines(r: ParseResult, *keys: str, prefix: str | None = None) -> list[Ev
     return found
 
 
+def without_errors(r: ParseResult, lines: list[Evidence]) -> list[Evidence]:
+    """The lines that are not errors or warnings: an error line may show which transport was in use, but
+    never that it works (a PASS is never evidenced by one)."""
+    bad = {(ev.file, ev.line, ev.text) for ev in fact_lines(r, prefix=Fact.HINT_)}
+    bad |= {(g.first.file, g.first.line, g.first.text)
+            for groups in (r.errors, r.warnings) for g in groups.values() if g.first}
+    return [ev for ev in lines if (ev.file, ev.line, ev.text) not in bad]
+
+
 def static_transport_lines(r: ParseResult, transport: str) -> list[Evidence]:
     """Lines other than channel lines that show the inter-node transport (``Using network``, NET/...)."""
     found = [ev for k, ev in r.facts.items()

@@ -1,5 +1,5 @@
 """What ``parse`` shows besides its findings: the communicator table, the summary line, the notes and
-the report's JSON data (``report_data``, the one function that builds it; keys as the README documents)."""
+the report's JSON data (``report_data``, the one function that builds it; keys as docs/parse.md documents)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,12 @@ class WhereArgs(TypedDict, total=False):
 
 
 def ranges(numbers: Iterable[int]) -> str:
-    """[0,1,2,5,7,8] -> "0-2,5,7-8"."""
+    """[0,1,2,5,7,8] -> "0-2,5,7-8" (the JSON form)."""
+    return ",".join(_runs(numbers))
+
+
+def _runs(numbers: Iterable[int]) -> list[str]:
+    """[0,1,2,5,7,8] -> ["0-2", "5", "7-8"]."""
     out: list[str] = []
     run: list[int] = []
     for n in sorted(set(numbers)):
@@ -36,12 +41,13 @@ def ranges(numbers: Iterable[int]) -> str:
         run = [n]
     if run:
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
+    return out
 
 
 def ranks_text(ranks: Iterable[int]) -> str:
-    """``rank 3`` or ``ranks 0-2,5``."""
-    text = ranges(ranks)
+    """``rank 3``, ``ranks 0-2``, ``ranks 1-2 and 5-6``, ``ranks 1-2, 5-6 and 9``: words, for sentences."""
+    runs = _runs(ranks)
+    text = f"{', '.join(runs[:-1])} and {runs[-1]}" if len(runs) > 1 else "".join(runs)
     return f"rank {text}" if text.isdigit() else f"ranks {text}"
 
 

@@ -15,7 +15,20 @@ def check_skipped(node: NodeProbe) -> list[Finding]:
             for path, why in sorted(node.facts.skipped_files.items())]
 
 
-CHECKS = (*SETUP_CHECKS, check_env, check_skipped)
+def check_unread(node: NodeProbe) -> list[Finding]:
+    """ND001: the address files a tree or snapshot lacks. Missing evidence is not absence: the checks that
+    need addresses say nothing where only their absence would speak (no 'no interface with an address')."""
+    unread = node.facts.unread_address_files
+    if not unread:
+        return []
+    return [finding(Code.CHECK_SKIPPED, Severity.WARN, f"{', '.join(unread)} missing from {node.root}: the "
+                    "interfaces' IP addresses are unknown, so NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME were checked "
+                    "by name only, and whether NCCL finds an interface with an address (ND224) was not judged",
+                    "take the snapshot with `nccl-doctor probe --snapshot` on the node itself (host network "
+                    "namespace), or add those files to the tree", host=node.host, file=unread[0])]
+
+
+CHECKS = (*SETUP_CHECKS, check_env, check_skipped, check_unread)
 
 
 def check(node: NodeProbe) -> list[Finding]:

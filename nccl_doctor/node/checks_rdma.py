@@ -118,8 +118,20 @@ def _port_slow(node: NodeProbe, d: RdmaDevice, p: RdmaPort, top: float) -> Findi
     where = f"{d.name}:{p.port}"
     return finding(Code.RDMA_PORT_SLOW, WARN, f"RDMA port {where}{_netdev_note(p)} runs at {p.rate}, below the "
                    f"{top:g} Gb/sec of its peers on this node: rings through it run at its speed",
-                   "reseat/replace the cable or transceiver; check `mlxlink -d <pci>` for lanes/errors",
-                   host=node.host, device=where, evidence=(f"rate: {p.rate}",))
+                   f"reseat/replace the cable or transceiver; {_link_tool(d)}", host=node.host, device=where,
+                   evidence=(f"rate: {p.rate}",))
+
+
+MELLANOX_PREFIX = "mlx"  # mlx4_*/mlx5_* devices and their mlx4_core/mlx5_core drivers: mlxlink reads their links
+
+
+def _link_tool(d: RdmaDevice) -> str:
+    """How to read a port's lanes and errors: mlxlink for Mellanox/NVIDIA devices only; ibv_devinfo (every
+    verbs device: Omni-Path hfi1, iWARP i40iw/irdma, ...) otherwise."""
+    if d.name.startswith(MELLANOX_PREFIX) or (d.driver or "").startswith(MELLANOX_PREFIX):
+        return "check `mlxlink -d <pci>` for lanes/errors"
+    return (f"check `ibv_devinfo -v -d {d.name}` (active_width, active_speed) and `ibstat {d.name}`, and the "
+            "vendor's link tool, for lanes/errors")
 
 
 def _no_active_port(node: NodeProbe) -> list[Finding]:
@@ -237,7 +249,8 @@ def _roce_port(node: NodeProbe, d: RdmaDevice, p: RdmaPort) -> list[Finding]:
 
 
 def check_bonds(node: NodeProbe) -> list[Finding]:
-    return [finding(Code.BOND_SLAVE_DOWN, WARN, f"bond {i.name} ({i.bond.mode}) has down slave(s) "
+    return [finding(Code.BOND_SLAVE_DOWN, WARN, f"bond {i.name}{f' ({i.bond.mode})' if i.bond.mode else ''} has "
+                    "down slave(s) "
                     f"{', '.join(i.bond.down_slaves)} of {', '.join(i.bond.slaves)}: it runs degraded",
                     f"check links: cat /proc/net/bonding/{i.name}", host=node.host, iface=i.name)
             for i in node.facts.interfaces if i.bond and i.bond.down_slaves]

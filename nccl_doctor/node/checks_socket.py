@@ -8,7 +8,7 @@ from nccl_doctor.node.checks_rdma import net_fails
 from nccl_doctor.node.classify import link_mbps, speed_text
 from nccl_doctor.node.fixes import SHOWN_MAX, source_note
 from nccl_doctor.node.model import ENVIRONMENT, Interface, InterfaceKind, NodeProbe, Role
-from nccl_doctor.node.ncclenv import IB_RULE, overmatching_prefixes, parse_if_list, show
+from nccl_doctor.node.ncclenv import ANY_PORT, IB_RULE, match_if_list, overmatching_prefixes, parse_if_list, show
 from nccl_doctor.report import Finding, Severity, finding
 
 PASS, WARN, FAIL = Severity.PASS, Severity.WARN, Severity.FAIL
@@ -49,7 +49,11 @@ def best_socket_ifaces(node: NodeProbe) -> list[str]:
 
 def _ifname_fix(node: NodeProbe) -> str:
     best = best_socket_ifaces(node)
-    return f"export NCCL_SOCKET_IFNAME=={','.join(best)}" if best else "bring up an interface with an IP address"
+    if best:
+        return f"export NCCL_SOCKET_IFNAME=={','.join(best)}"
+    if not node.facts.addresses_known:
+        return "set NCCL_SOCKET_IFNAME to this node's inter-node interface (addresses unknown here: see ND001)"
+    return "bring up an interface with an IP address"
 
 
 def check_socket(node: NodeProbe) -> list[Finding]:
@@ -64,7 +68,7 @@ def check_socket(node: NodeProbe) -> list[Finding]:
         out.append(finding(Code.SOCKET_IFNAME_IGNORED, WARN, f"NCCL_SOCKET_IFNAME={sc.ignored_value!r}"
                            f"{source_note(node, 'NCCL_SOCKET_IFNAME')} is one character, so NCCL ignores it and uses "
                            "its default choice", fix_if, host=node.host))
-    if not sc.ifaces and sc.user_value is None:
+    if not sc.ifaces and sc.user_value is None and node.facts.addresses_known:
         out.append(finding(Code.NCCL_FINDS_NO_INTERFACE, FAIL, "NCCL finds no running interface with an IP address: "
                            "it cannot bootstrap", fix_if, host=node.host))
     if sc.bootstrap:
@@ -87,7 +91,12 @@ def _user_ifname(node: NodeProbe, u: str, fix_if: str) -> list[Finding]:
         out.append(finding(Code.SOCKET_IFNAME_DOWN, FAIL, f"NCCL_SOCKET_IFNAME={v}{src} matches only "
                            f"{', '.join(down)}, which is down: NCCL cannot bootstrap", fix_if, host=node.host,
                            iface=down[0]))
-    elif not sc.ifaces:
+    elif not sc.ifaces and not _names_match(node, u):
+        here = ", ".join(i.name for i in facts.interfaces)
+        out.append(finding(Code.SOCKET_IFNAME_MATCHES_NOTHING, FAIL, f"NCCL_SOCKET_IFNAME={v}{src} matches no "
+                           f"interface here (interfaces: {here}): the job cannot start (Bootstrap : no socket "
+                           "interface found)", fix_if, host=node.host))
+    elif not sc.ifaces and facts.addresses_known:
         here = ", ".join(i.name for i in facts.interfaces)
         out.append(finding(Code.SOCKET_IFNAME_MATCHES_NOTHING, FAIL, f"NCCL_SOCKET_IFNAME={v}{src} matches no "
                            f"interface with an IP address (interfaces here: {here}): the job cannot start "
@@ -102,6 +111,15 @@ def _user_ifname(node: NodeProbe, u: str, fix_if: str) -> list[Finding]:
                            f"also matches {', '.join(h for h in hits if h != prefix)}",
                            f"export NCCL_SOCKET_IFNAME=={prefix}", host=node.host, iface=prefix))
     return out
+
+
+def _names_match(node: NodeProbe, value: str) -> bool:
+    """Whether ``value`` keeps any interface by name; True (nothing to say) when the addresses are known,
+    where the address-aware choice decides."""
+    if node.facts.addresses_known:
+        return True
+    lst = parse_if_list(value)
+    return any(match_if_list(i.name, ANY_PORT, lst) for i in node.facts.interfaces)
 
 
 def _quoted_ifname(node: NodeProbe, v: str) -> Finding:
@@ -218,6 +236,8 @@ def no_interface_code(node: NodeProbe) -> Code | None:
     sc = node.nccl_socket
     if sc.ifaces:
         return None
+    if not node.facts.addresses_known and (sc.user_value is None or _names_match(node, sc.user_value)):
+        return Code.CHECK_SKIPPED  # unknowable: the address files are missing
     if sc.user_value is None:
         return Code.NCCL_FINDS_NO_INTERFACE
     return Code.SOCKET_IFNAME_DOWN if sc.matched_not_running else Code.SOCKET_IFNAME_MATCHES_NOTHING
@@ -226,6 +246,8 @@ def no_interface_code(node: NodeProbe) -> Code | None:
 def cannot_start(node: NodeProbe) -> str | None:
     """Why NCCL cannot start on this node at all (and which finding says so); None when it can."""
     why = no_interface_code(node)
+    if why == Code.CHECK_SKIPPED:
+        return f"NCCL's interface unknown: no address files to read (see {why})"
     if why:
         return f"NCCL cannot bootstrap: no interface selected (see {why})"
     if net_fails(node):
@@ -256,6 +278,9 @@ def data_path(node: NodeProbe) -> tuple[str, str]:
         return ("plugin (aws-ofi-nccl, if installed) else Socket",
                 f"aws-ofi-nccl (Libfabric) over EFA {', '.join(efa[:SHOWN_MAX])}{more} if that "
                 f"plugin is installed, else {sockets}")
+    if ib.hca_value and ib.usable and not ib.selected and not ib.disabled_by:  # ND208 FAILs: say why sockets
+        return "Socket", (f"{sockets} (NCCL_IB_HCA selects none of the active IB ports; see "
+                          f"{Code.IB_HCA_SELECTS_NOTHING})")
     return "Socket", sockets
 
 
@@ -265,6 +290,15 @@ def check_summary(node: NodeProbe) -> list[Finding]:
     says it, and the report summary repeats it."""
     if no_interface_code(node) or net_fails(node):
         return []
-    g = node.gloo
-    msg = f"{nccl_line(node)}; Gloo: {', '.join(g.ifaces) or 'unknown'} ({g.rule})"
+    msg = f"{nccl_line(node)}; {gloo_line(node)}"
     return [finding(Code.PROBE_SUMMARY, PASS, msg, host=node.host)]
+
+
+def gloo_line(node: NodeProbe) -> str:
+    """What Gloo will bind; never a name a FAIL says is not here (ND216): Gloo then cannot start."""
+    g = node.gloo
+    if g.missing:
+        names = ", ".join(repr(n) for n in g.missing)
+        return (f"Gloo: cannot start (GLOO_SOCKET_IFNAME={show(node.settings.get('GLOO_SOCKET_IFNAME') or '')}: no "
+                f"interface {names} with an address here; see {Code.GLOO_IFNAME_INVALID})")
+    return f"Gloo: {', '.join(g.ifaces) or 'unknown'} ({g.rule})"

@@ -22,7 +22,7 @@ def exports(node: NodeProbe) -> list[str]:
         lines.append(f"export NCCL_SOCKET_IFNAME=={','.join(best)}")
     healthy = _healthy_ports(node)
     if healthy:
-        lines.append(f"export NCCL_IB_HCA=={','.join(healthy)}")
+        lines.append(f"export NCCL_IB_HCA=={','.join(healthy)}{_left_out(node, healthy)}")
         roce = _roce_gid_index(node)
         if roce is not None:
             lines.append(f"export NCCL_IB_GID_INDEX={roce}")
@@ -40,6 +40,19 @@ def _healthy_ports(node: NodeProbe) -> list[str]:
     keep = [f"{d.name}:{p.port}" for d, p in ports if (p.rate_gbps or 0) >= top]
     order = {name: k for k, name in enumerate(node.nccl_ib.usable)}
     return sorted(keep, key=lambda n: order.get(n, 0))
+
+
+def _left_out(node: NodeProbe, kept: list[str]) -> str:
+    """A shell comment naming the active ports the line leaves out and why: slower than the kept ones (a
+    ring runs at its slowest port), so NCCL should not stripe traffic over them."""
+    rates = {f"{d.name}:{p.port}": p for d in node.facts.rdma_devices for p in d.ports}
+    out = [n for n in node.nccl_ib.usable if n not in kept]
+    if not out:
+        return ""
+    top = max((rates[n].rate_gbps or 0) for n in kept)
+    slower = "; ".join(f"{n} at {rates[n].rate or 'an unknown rate'}" for n in out)
+    return (f"  # leaves out {slower}: slower than the {top:g} Gb/sec of {', '.join(kept)} (a ring runs at its "
+            "slowest port)")
 
 
 def _roce_gid_index(node: NodeProbe) -> int | None:

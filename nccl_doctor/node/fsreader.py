@@ -56,6 +56,7 @@ class FsReader:
         self.links: dict[str, str] = {}
         self.dirs: set[str] = set()
         self.skipped: dict[str, str] = {}
+        self.absent: set[str] = set()  # paths known to be missing on the node itself (a snapshot records them)
         self._dir_cache: dict[str, str | None] = {"/": "/"}
 
     @property

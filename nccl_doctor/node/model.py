@@ -273,6 +273,13 @@ class NodeFacts:
     unattributed_addresses: list[str]
     etc_hosts: str | None
     skipped_files: dict[str, str] = field(default_factory=dict)  # path -> why not read (``FsReader.skipped``)
+    unread_address_files: list[str] = field(default_factory=list)  # /proc/net files a snapshot lacks
+
+    @property
+    def addresses_known(self) -> bool:
+        """False when a file the addresses come from was not there to read (a snapshot or a container's
+        tree can lack them): an interface without an address then proves nothing."""
+        return not self.unread_address_files
 
     def iface(self, name: str) -> Interface | None:
         return next((i for i in self.interfaces if i.name == name), None)

@@ -460,21 +460,27 @@ def hosts_lookup(etc_hosts: str | None, hostname: str) -> str | None:
     return None
 
 
-def gloo_ifaces(ifaces: list[Interface], settings: Settings, hostname: str, etc_hosts: str | None) -> GlooChoice:
+def gloo_ifaces(ifaces: list[Interface], settings: Settings, hostname: str, etc_hosts: str | None, *,
+                addresses_known: bool = True) -> GlooChoice:
     """torch's Gloo device: GLOO_SOCKET_IFNAME exact names, else the address the hostname resolves to,
-    falling back to loopback when that address is not local."""
+    falling back to loopback when that address is not local. With the addresses unknown (a snapshot
+    without its address files) only a name that is not here is missing, and no address is called foreign."""
     by_name = {i.name: i for i in ifaces}
     value = settings.get("GLOO_SOCKET_IFNAME")
     if value:
         names = [n for n in value.split(",") if n]
-        missing = [n for n in names if n not in by_name or not by_name[n].addresses]
+        missing = [n for n in names if n not in by_name or (addresses_known and not by_name[n].addresses)]
         down = [n for n in names if n in by_name and not by_name[n].running]
-        first = next((by_name[n].addresses[0].address for n in names if n not in missing), None)
+        first = next((by_name[n].addresses[0].address for n in names if n not in missing and by_name[n].addresses),
+                     None)
         return GlooChoice(names, first, "GLOO_SOCKET_IFNAME", missing, down)
     addr = hosts_lookup(etc_hosts, hostname)
     if addr is None:
         return GlooChoice([], None, f"hostname {hostname!r} is not in /etc/hosts (resolved by DNS; not checked)")
     owner = _owner(ifaces, addr)
+    if owner is None and not addresses_known:
+        return GlooChoice([], addr, f"hostname {hostname!r} -> {addr} (/etc/hosts); the interface holding it is "
+                          "unknown (address files missing)")
     if owner is None:
         return GlooChoice([loopback_name(ifaces) or "lo"], "127.0.0.1",
                           f"hostname {hostname!r} -> {addr}, not a local address: loopback fallback")

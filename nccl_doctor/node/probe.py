@@ -40,7 +40,8 @@ def probe_node(root: Path | str = "/", env: Mapping[str, str] | None = None, *,
         settings=settings,
         nccl_socket=nccl_socket_ifaces(facts.interfaces, settings),
         nccl_ib=nccl_ib_ports(facts.rdma_devices, settings),
-        gloo=gloo_ifaces(facts.interfaces, settings, facts.host, facts.etc_hosts),
+        gloo=gloo_ifaces(facts.interfaces, settings, facts.host, facts.etc_hosts,
+                         addresses_known=facts.addresses_known),
     )
 
 
@@ -48,4 +49,5 @@ def with_settings(node: NodeProbe, settings: Settings) -> NodeProbe:
     """The same node under other settings: NCCL's and Gloo's choices worked out again (no file is read)."""
     f = node.facts
     return NodeProbe(node.root, f, settings, nccl_socket_ifaces(f.interfaces, settings),
-                     nccl_ib_ports(f.rdma_devices, settings), gloo_ifaces(f.interfaces, settings, f.host, f.etc_hosts))
+                     nccl_ib_ports(f.rdma_devices, settings),
+                     gloo_ifaces(f.interfaces, settings, f.host, f.etc_hosts, addresses_known=f.addresses_known))

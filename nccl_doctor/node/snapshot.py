@@ -11,7 +11,7 @@ import io
 import os
 import tarfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from nccl_doctor.errors import DoctorError, InputError
@@ -38,8 +38,10 @@ def check_snapshot_target(path: Path, *, archive: Path | None = None, tree: Path
         raise InputError(f"--snapshot: {exc}") from None
 
 
-def write_snapshot(fs: FsReader, path: Path) -> int:
-    """Write the recorded files/links/dirs of ``fs`` to ``path`` (gzip tar); returns the entry count."""
+def write_snapshot(fs: FsReader, path: Path, extra: Mapping[str, bytes] | None = None) -> int:
+    """Write the recorded files/links/dirs of ``fs`` to ``path`` (gzip tar), and ``extra`` members (path ->
+    bytes: the recorded environment) in place of any file read there; returns the entry count."""
+    extra = dict(extra or {})
     now = time.time()
     entries: list[tuple[str, tarfile.TarInfo, bytes | None]] = []
     for d in sorted(fs.dirs):
@@ -52,8 +54,8 @@ def write_snapshot(fs: FsReader, path: Path) -> int:
         ti = tarfile.TarInfo(at.lstrip("/"))
         ti.type, ti.linkname, ti.mode, ti.mtime = tarfile.SYMTYPE, target, 0o777, now
         entries.append((at, ti, None))
-    for at, text in sorted(fs.files.items()):
-        data = text.encode("utf-8")
+    files = {at: text.encode("utf-8") for at, text in fs.files.items()}
+    for at, data in sorted({**files, **extra}.items()):
         ti = tarfile.TarInfo(at.lstrip("/"))
         ti.size, ti.mode, ti.mtime = len(data), 0o644, now
         entries.append((at, ti, data))

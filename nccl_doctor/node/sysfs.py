@@ -263,6 +263,19 @@ def read_gdr(fs: FsReader, have_gpus: bool) -> GdrInfo:
     return GdrInfo(peermem, nvidia, open_km, version, kernel, dmabuf)
 
 
+# The files interface addresses come from: on a tree or snapshot that lacks one, addresses are unknown.
+ADDRESS_FILES = ("/proc/net/route", "/proc/net/fib_trie", "/proc/net/if_inet6")
+
+
+def unread_address_files(fs: FsReader) -> list[str]:
+    """The address files that were not there to read under a tree or snapshot (after the probe read them).
+    The live root's /proc always has them, unless the kernel has no IPv6: absence is then the fact, and a
+    snapshot says so (``fs.absent``)."""
+    if fs.live:
+        return []
+    return [p for p in ADDRESS_FILES if (fs.canonical(p) or p) not in fs.files and p not in fs.absent]
+
+
 def _read_addresses(fs: FsReader, ifaces: list[Interface]) -> tuple[list[str], list[str], list[str]]:
     """Addresses and default routes onto ``ifaces`` from /proc/net; returns (IPv4 defaults, IPv6 defaults,
     local IPv4 addresses no interface's route holds)."""
@@ -298,4 +311,5 @@ def read_node(fs: FsReader) -> NodeFacts:
         default_route6_ifaces=defaults6,
         unattributed_addresses=orphans,
         etc_hosts=fs.read("/etc/hosts"),
+        unread_address_files=unread_address_files(fs),
     )

@@ -141,7 +141,8 @@ class Launcher:
 
     def probe(self) -> NodePost:
         t = time.monotonic()
-        mine = probe_this_node(self.plan, without_secret(self.env))  # the probe posts and reports NCCL_* settings
+        # the probe posts and reports NCCL_* settings, as they apply to this run's backend
+        mine = probe_this_node(self.plan, without_secret(self.env), self.backend())
         self.mark(Stage.PROBE, t)
         fatal = [f for f in mine.findings if f.severity is Severity.FAIL]
         if fatal:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
 from nccl_doctor.node import check, node_facts, probe_node
 from nccl_doctor.preflight.plan import NodePlan
@@ -13,6 +14,17 @@ from nccl_doctor.preflight.protocol import NodePost
 from nccl_doctor.report import Finding, Severity
 
 LOOPBACK_KIND = "loopback"
+# probe findings about what NCCL will do: a run on Gloo (CPU) never meets them, the GPU job would
+NCCL_CODES = frozenset((Code.NCCL_ON_MANAGEMENT, Code.SOCKET_IFNAME_MATCHES_NOTHING, Code.SOCKET_IFNAME_DOWN,
+                        Code.SOCKET_IFNAME_IGNORED, Code.IFNAME_PREFIX_OVERMATCH, Code.NCCL_ON_VIRTUAL,
+                        Code.RDMA_DISABLED_BY_ENV, Code.IB_HCA_SELECTS_NOTHING, Code.RDMA_PORT_NOT_ACTIVE,
+                        Code.RDMA_PORT_SLOW, Code.ROCE_GID_UNUSABLE, Code.GPU_NIC_NUMA_MISMATCH,
+                        Code.GDR_PREREQUISITES_MISSING, Code.NCCL_NET_UNAVAILABLE, Code.NAMED_LIKE_IB,
+                        Code.NCCL_FINDS_NO_INTERFACE, Code.NCCL_CONF_FILE))
+ENV_CODES = frozenset((Code.ENV_NOT_INTEGER, Code.ENV_VALUE_IGNORED, Code.ENV_UNKNOWN_NAME,
+                       Code.P2P_OR_SHM_DISABLED))  # about NCCL when the variable is NCCL's
+NOT_NCCL_NOTE = (" (this run uses Gloo on the CPU, not NCCL, so it does not meet this; a GPU job started with this "
+                 "environment would)")
 
 
 def torch_versions() -> dict[str, str]:
@@ -48,6 +60,31 @@ def multi_node_findings(findings: list[Finding], node: Any, nnodes: int) -> list
     return out
 
 
+def run_findings(findings: list[Finding], node: Any, nnodes: int, backend: Backend) -> list[Finding]:
+    """The probe's findings as they apply to this run. Gloo on loopback (ND215, a WARN in ``probe``, which
+    cannot know the job) is fine on one node (PASS, saying so) and fails across nodes (FAIL, like ND216);
+    a run on Gloo says, on each NCCL finding, that it does not use NCCL (the severity stays: the training
+    job would). ``node``: the probe's ``NodeProbe``."""
+    out = multi_node_findings(findings, node, nnodes) if nnodes > 1 else list(findings)
+    return [_for_run(f, nnodes, backend) for f in out]
+
+
+def _for_run(f: Finding, nnodes: int, backend: Backend) -> Finding:
+    if f.code == Code.GLOO_BINDS_LOOPBACK and f.severity is Severity.WARN:
+        if nnodes == 1:
+            return _restate(f, Severity.PASS, " (this run is on one node, where Gloo on loopback works)")
+        return _restate(f, Severity.FAIL, f" (this job spans {nnodes} nodes: Gloo's connections between nodes fail)")
+    nccl = f.code in NCCL_CODES or (f.code in ENV_CODES and f.message.startswith("NCCL_"))
+    if backend == Backend.GLOO and nccl and f.severity is not Severity.PASS:
+        return _restate(f, f.severity, NOT_NCCL_NOTE)
+    return f
+
+
+def _restate(f: Finding, severity: Severity, why: str) -> Finding:
+    return Finding(code=f.code, severity=severity, where=f.where, evidence=f.evidence, fix=f.fix,
+                   message=f.message + why)
+
+
 def _gloo_loopback(node: Any) -> set[str]:
     """The interfaces GLOO_SOCKET_IFNAME names that are loopback (none when Gloo picks its own)."""
     if node.gloo.rule != "GLOO_SOCKET_IFNAME":
@@ -56,12 +93,11 @@ def _gloo_loopback(node: Any) -> set[str]:
             and (i.kind == LOOPBACK_KIND or n == node.facts.loopback)}
 
 
-def probe_this_node(plan: NodePlan, env: Mapping[str, str]) -> NodePost:
-    """Probe, findings and facts of this node, ready to post (``fatal``: a FAIL among its findings)."""
+def probe_this_node(plan: NodePlan, env: Mapping[str, str], backend: Backend) -> NodePost:
+    """Probe, findings and facts of this node, ready to post (``fatal``: a FAIL among its findings);
+    ``backend``: the one this node's ranks will run."""
     node = probe_node("/", env)
-    findings = check(node)
-    if plan.nnodes > 1:
-        findings = multi_node_findings(findings, node, plan.nnodes)
+    findings = run_findings(check(node), node, plan.nnodes, backend)
     facts = node_facts(node, env, versions=torch_versions(), host=plan.host)
     facts.update(rank_facts(plan.nproc, plan.nproc_source))
     fatal = any(f.severity is Severity.FAIL for f in findings)

@@ -1,5 +1,6 @@
-"""bench across real network-namespace "nodes" (root): the HSDP shape, a throttled node named, a busy
-rendezvous port on the rendezvous host, and uneven rank counts named without c10d noise."""
+"""bench across real network-namespace "nodes" (root): the HSDP shape, a throttled node named (and only it),
+healthy nodes with nothing above PASS, a busy rendezvous port on the rendezvous host, and uneven rank counts
+named without c10d noise."""
 
 import json
 import subprocess
@@ -54,10 +55,27 @@ def test_three_nodes_throttled_node_is_named(cluster_factory, venv_env):
     assert rcs == [1, 1, 1], outs[0][1][-3000:]
     named = [f for f in doc["findings"] if f["code"] == "ND302"]
     assert [f["where"]["host"] for f in named] == [slow.name]
+    # the healthy nodes are not blamed: a veth's 10000 Mb/s is no line rate to be "above" (ND305)
+    assert not [f for f in doc["findings"] if f["code"] == "ND305" or (f["severity"] != "pass" and (
+        f.get("where") or {}).get("host") not in (None, slow.name))], doc["findings"]
     figs = {n["host"]: n["inter_node_busbw_gbps"] for n in doc["nodes"]}
     assert abs(figs[slow.name] - RATE_GBPS) / RATE_GBPS < 0.25, figs
     assert all(v > 5 * figs[slow.name] for h, v in figs.items() if h != slow.name), figs
     print("inter-node figures (GB/s):", figs)
+
+
+def test_three_healthy_nodes_end_with_nothing_above_pass(cluster_factory, venv_env, tmp_path):
+    """A healthy 3-node run on veths (no line rate: the yardstick is unknown, said at PASS) and a sweep up to
+    Gloo's 16 MiB (rounded down to whole elements for 3 ranks) ends with every finding a PASS."""
+    c = cluster_factory(3)
+    args = ["--nnodes", "3", "--nproc-per-node", "1", "--rdzv-endpoint", f"n1:{free_port()}", "--ops", "all_gather",
+            "--sizes", "16M", "--iters", "5", "--pair-size", "2M", "--timeout", "120", "--format", "json"]
+    rcs, doc, outs = run_nodes(c, c.nodes, args, {**venv_env, "TMPDIR": str(tmp_path)})
+    assert rcs == [0, 0, 0], outs[0][1][-3000:]
+    assert doc["verdict"] == "pass" and [f["severity"] for f in doc["findings"]] == ["pass"], doc["findings"]
+    [ok] = doc["findings"]
+    assert ok["code"] == "ND300" and "yardstick unknown on n[1-3]: a virtual interface has no line rate" in ok["message"]
+    assert all(n["pct_of_expected"] is None and n["inter_node_busbw_gbps"] > 0 for n in doc["nodes"]), doc["nodes"]
 
 
 def test_two_nodes_slow_link_says_it_cannot_tell_which_end(cluster_factory, venv_env):

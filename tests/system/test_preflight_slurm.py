@@ -50,6 +50,7 @@ def test_healthy_two_nodes_pass(job_env):
     # each namespace node's eth1 is a veth uplink (as in a container): a data interface, nothing to warn about
     assert doc["verdict"] == "pass", out
     assert doc["nnodes"] == 2 and doc["hosts"] == ["n1", "n2"]
+    assert [f for f in doc["findings"] if f["severity"] != "pass"] == [], out  # nothing above PASS (issue 12)
     assert {(f["code"], f["severity"]) for f in doc["findings"]} >= {("ND300", "pass"), ("ND401", "pass")}
     [ok] = [f for f in doc["findings"] if f["code"] == "ND300"]
     assert "no slow node or link: 1 node pair(s) in 1 round(s)" in ok["message"]  # the pair pass ran, found none

@@ -1,20 +1,31 @@
 """Finding codes are stable, unique, documented, and every code used in the package is in the table."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from nccl_doctor.codes import CODES, README_BEGIN, README_END, Code, markdown_table, missing_texts, update_readme
+from nccl_doctor.codes import (
+    CODES,
+    TABLE_BEGIN,
+    TABLE_END,
+    TABLE_PATH,
+    Code,
+    markdown_table,
+    missing_texts,
+    update_table,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "nccl_doctor"
-README = ROOT / "README.md"
+TABLE_PAGE = ROOT / TABLE_PATH
 
 # The whole set, pinned: a code is never renamed, renumbered, reused or dropped (dashboards and runbooks key
 # on them). Adding one means adding it here, to the members in codes/__init__.py, its text to
 # its range's module (codes/parse.py for ND1xx, ...) and, by `python -m nccl_doctor.codes`,
-# to the README.
+# to docs/codes.md.
 PINNED = {
     "ND001": "check-skipped", "ND002": "slurm-drain",
     "ND101": "inter-node-transport-ok", "ND102": "socket-fallback", "ND103": "socket-transport",
@@ -77,7 +88,7 @@ def test_values_are_unique_and_numbered_by_range():
 
 @pytest.mark.parametrize("member", list(Code), ids=lambda c: f"{c.value}-{c.slug}")
 def test_every_code_explains_itself_and_its_fix(member):
-    """What the README table and any `explain` show: a summary, why it matters, and the usual fix."""
+    """What the code table (docs/codes.md) and any `explain` show: a summary, why it matters, and the usual fix."""
     for kind in ("slug", "summary", "explanation", "fix"):
         text = getattr(member, kind)
         assert isinstance(text, str) and text.strip() == text and text, f"{member.value}: empty {kind}"
@@ -97,12 +108,22 @@ def test_every_code_used_in_source_is_defined():
     assert members <= set(Code.__members__), f"undefined members: {sorted(members - set(Code.__members__))}"
 
 
-def test_readme_table_matches_codes():
-    assert markdown_table() in README.read_text(), "README code table is stale: run python -m nccl_doctor.codes"
+def test_docs_table_matches_codes():
+    assert markdown_table() in TABLE_PAGE.read_text(), \
+        f"{TABLE_PATH}'s code table is stale: run python -m nccl_doctor.codes"
 
 
-def test_update_readme_rewrites_only_the_table(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n\n{README_BEGIN}\n| stale |\n{README_END}\n\nafter\n")
-    update_readme(str(readme))
-    assert readme.read_text() == f"# title\n\n{README_BEGIN}\n{markdown_table()}\n{README_END}\n\nafter\n"
+def test_update_table_rewrites_only_the_table(tmp_path):
+    page = tmp_path / "codes.md"
+    page.write_text(f"# title\n\n{TABLE_BEGIN}\n| stale |\n{TABLE_END}\n\nafter\n")
+    update_table(str(page))
+    assert page.read_text() == f"# title\n\n{TABLE_BEGIN}\n{markdown_table()}\n{TABLE_END}\n\nafter\n"
+
+
+def test_the_module_regenerates_the_docs_page(tmp_path):
+    """`python -m nccl_doctor.codes`, run where the guide says (the repository root), rewrites docs/codes.md."""
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / TABLE_PATH
+    page.write_text(f"intro\n{TABLE_BEGIN}\n| stale |\n{TABLE_END}\n")
+    subprocess.run([sys.executable, "-m", "nccl_doctor.codes"], cwd=tmp_path, check=True, timeout=60)
+    assert page.read_text() == f"intro\n{TABLE_BEGIN}\n{markdown_table()}\n{TABLE_END}\n"

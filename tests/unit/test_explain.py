@@ -1,5 +1,5 @@
 """``nccl-doctor explain``: a code's number, name, summary, why it matters and its fix, from the code table
-(the README's text); every spelling of a code; an unknown code is one line, exit 2, with the closest code."""
+(the text docs/codes.md shows); every spelling of a code; an unknown code is one line, exit 2, with the closest code."""
 
 import json
 import re
@@ -42,10 +42,10 @@ def test_each_code_prints_its_summary_why_and_fix(capsys, member):
     assert f"Usual fix: {_flat(member.fix)}" in flat
 
 
-def test_the_text_is_the_readme_tables_text(capsys):
-    readme = (ROOT / "README.md").read_text()
+def test_the_text_is_the_code_tables_text(capsys):
+    table = (ROOT / "docs" / "codes.md").read_text()
     _, out, _ = _run(capsys, "ND215")
-    row = next(line for line in readme.splitlines() if line.startswith("| `ND215` |"))
+    row = next(line for line in table.splitlines() if line.startswith("| `ND215` |"))
     summary = out.splitlines()[1].strip()
     assert row == f"| `ND215` | `{Code.GLOO_BINDS_LOOPBACK.slug}` | {summary} |"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nccl_doctor.bench.expected import expected_bandwidth
+from nccl_doctor.bench.expected import expected_bandwidth, nominal_speed
 from nccl_doctor.node import probe_node
 from tests.helpers import sysfs_builder as b
 
@@ -58,3 +58,19 @@ def test_unknown_speed_or_loopback_gives_no_figure(roots):
     assert e.inter_gbps is None and e.per_rank_gbps is None and e.intra_gbps is None
     e = exp(roots, "cloud_vm", "gloo", route="ens5")  # virtio: no speed in sysfs
     assert e.inter_gbps is None and "no speed in sysfs for ens5" in e.inter_basis
+
+
+def test_a_virtual_interface_has_no_line_rate_to_judge_against(roots):
+    """A veth's sysfs speed (10000 Mb/s) is nominal: the basis says so (the judge then takes no "% of expected"
+    or ND305 from it, only the slow-link floor: issue 12, point 6); a bond's speed (its slaves' sum) is a rate."""
+    e = exp(roots, "cloud_vm", "gloo", route="veth1a2b3c")  # the route to the rendezvous host
+    assert e.ifaces == ("veth1a2b3c",) and e.inter_gbps == pytest.approx(1.25)  # kept: the slow-link floor
+    assert "nominal (veth1a2b3c is a veth): no line rate, only the slow-link floor" in e.inter_basis, e.inter_basis
+    assert exp(roots, "dgx_h100", "gloo", {"GLOO_SOCKET_IFNAME": "bond0"}).inter_gbps == pytest.approx(50 / 8)
+
+
+@pytest.mark.parametrize(("kind", "nominal"), [("veth", True), ("virtual-ethernet", True), ("bridge", True),
+                                               ("macvlan", True), ("vxlan", True), ("tun", True), ("bond", False),
+                                               ("vlan", False), (None, False)])
+def test_which_kinds_have_a_nominal_speed(kind, nominal):
+    assert nominal_speed(kind) is nominal

@@ -2,7 +2,9 @@
 trust, and what was not measured."""
 
 from nccl_doctor.bench import build_report, coverage, judge, measured_nothing
-from nccl_doctor.bench.busbw import link_gbps
+from nccl_doctor.bench.busbw import link_gbps, round_size
+from nccl_doctor.bench.expected import Expected
+from nccl_doctor.bench.figures import group_expected, node_figures
 from nccl_doctor.bench.model import NodeInfo
 from nccl_doctor.bench.view import node_rows
 from nccl_doctor.cluster import SlurmInfo
@@ -88,7 +90,7 @@ def test_nominal_veth_speed_is_no_ceiling(build):
                       nominal_link=True) for i in range(2)]
     r = build.result(nodes, [build.meas()], [build.pair(0, 1, 3.2)])  # 2.5x the 1.25 GB/s a veth claims
     assert "ND305" not in codes(judge(r))
-    assert any("nominal sysfs speed" in n for n in build_report(r, judge(r)).notes)
+    assert any("nominal sysfs speed, not a line rate" in n for n in build_report(r, judge(r)).notes)
     r.nodes = [build.node(0, "n1", [0]), build.node(1, "n2", [1])]  # a real 10 Gb/s NIC: the same figure is impossible
     assert "ND305" in codes(judge(r))
 
@@ -106,3 +108,33 @@ def test_nothing_measured_warns_and_cannot_pass(build):
     r.results = [build.meas()]
     assert not measured_nothing(r)
     assert [f.code for f in coverage(r, asked=True)] == ["ND001"] and coverage(r, asked=False) == []
+
+
+def test_healthy_nodes_on_veths_end_with_nothing_above_pass(build):
+    """Issue 12, point 6: three healthy namespace nodes on veths (10000 Mb/s, nominal), 1.468 GB/s between
+    them, 16 MiB rounded down to 3 ranks' whole elements. The probe gives no yardstick for a virtual link,
+    so nothing is judged against its nominal speed; the PASS says the yardstick is unknown."""
+    exp = Expected(inter_gbps=1.25, per_rank_gbps=1.25, ifaces=("eth1",), iface="eth1",
+                   inter_basis="eth1 10000 Mb/s, nominal (eth1 is a veth): no line rate, only the slow-link floor")
+    nodes = [NodeInfo(index=i, host=f"n{i + 1}", ranks=(i,), iface="eth1", link_gbps=1.25, expected=exp,
+                      nominal_link=True) for i in range(3)]
+    size = round_size(16 << 20, 3)
+    assert size < 16 << 20
+    r = build.result(nodes, [build.meas(size=size, n=3)],
+                     [build.pair(0, 1, 1.468), build.pair(0, 2, 1.41), build.pair(1, 2, 1.39)])
+    found = judge(r)
+    assert [(f.code, f.severity) for f in found] == [("ND300", "pass")], [f.message for f in found]
+    assert "yardstick unknown on n[1-3]: a virtual interface has no line rate" in found[0].message
+    assert all(row.pct_of_expected is None and row.expected_gbps is None and row.link_gbps is None
+               for row in node_figures(r))
+    assert group_expected(r, "world") is None  # no ND312 "below expected" from a nominal speed either
+    # the nominal speed still gives the slow-link floor (5% on Gloo): two nodes at 25 MB/s are named
+    r = build.result(nodes[:2], [build.meas(size=size, n=2)], [build.pair(0, 1, 0.025)])
+    [f] = [f for f in judge(r) if f.code == "ND303"]
+    assert "under the 0.062 GB/s floor" in f.message, f.message
+
+
+def test_a_real_short_sweep_still_warns_whatever_the_rounding(build):
+    nodes = [build.node(i, f"n{i + 1}", [i]) for i in range(3)]
+    r = build.result(nodes, [build.meas(size=round_size(4 << 20, 3), n=3)])
+    assert "ND306" in codes(judge(r))

@@ -167,9 +167,8 @@ def test_version_mismatch_names_the_hosts():
 
 
 def _readme_json_table() -> dict[str, str]:
-    """The parse section's JSON key table: first-column key name -> content cell."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("<!-- SECTION:parse -->", 1)[1].split("<!-- SECTION:", 1)[0]
+    """The parse page's JSON key table: first-column key name -> content cell."""
+    section = (ROOT / "docs" / "parse.md").read_text()
     table = section.split("JSON keys", 1)[1].split("\n\n", 2)[1]
     rows = {}
     for row in table.splitlines()[2:]:

@@ -18,7 +18,8 @@ def test_degraded_ports_and_exports(roots):
                                                                                       ("ND210", "mlx5_2:1")}
     assert "ND214" in {f.code for f in fs}  # GPUs + IB, no peermem, proprietary driver: no DMA-BUF
     ex = node_dict(node)["exports"]
-    assert "export NCCL_IB_HCA==mlx5_0:1,mlx5_3:1" in ex and "export NCCL_SOCKET_IFNAME==ib0" in ex
+    hca = "export NCCL_IB_HCA==mlx5_0:1,mlx5_3:1  # leaves out mlx5_2:1 at 100 Gb/sec (2X HDR): slower than"
+    assert any(x.startswith(hca) for x in ex) and "export NCCL_SOCKET_IFNAME==ib0" in ex
 
 
 def test_roce_node(roots):

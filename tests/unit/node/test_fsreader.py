@@ -20,14 +20,16 @@ ROOT = Path(__file__).resolve().parents[3]
 HANG = 60  # seconds: the probe of a fixture tree takes well under one
 # Runs the probe in a child and prints its JSON report's findings and the child's peak memory in MiB.
 PROBE_AND_MEASURE = """
-import contextlib, io, json, resource, sys
+import contextlib, io, json, sys
 from nccl_doctor.cli import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     code = main(["probe", "--root", sys.argv[1], "--format", "json"])
-print(json.dumps({"code": code, "findings": json.loads(out.getvalue())["findings"],
-                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+hwm_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"code": code, "findings": json.loads(out.getvalue())["findings"], "peak_mib": hwm_kib // 1024}))
 """
+# VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child of a pytest
+# process grown to 500 MB would report 500 MB whatever it did; VmHWM belongs to the child's own memory map.
 
 
 def probe_in_child(root: Path) -> dict:
