@@ -3,6 +3,7 @@ of them worse), the facts ``compare`` checks across nodes, and this process's to
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,19 +61,35 @@ def multi_node_findings(findings: list[Finding], node: Any, nnodes: int) -> list
     return out
 
 
-def run_findings(findings: list[Finding], node: Any, nnodes: int, backend: Backend) -> list[Finding]:
+def run_findings(findings: list[Finding], node: Any, nnodes: int, backend: Backend, *,
+                 one_host: bool = False) -> list[Finding]:
     """The probe's findings as they apply to this run. Gloo on loopback (ND215, a WARN in ``probe``, which
-    cannot know the job) is fine on one node (PASS, saying so) and fails across nodes (FAIL, like ND216);
-    a run on Gloo says, on each NCCL finding, that it does not use NCCL (the severity stays: the training
-    job would). ``node``: the probe's ``NodeProbe``."""
+    cannot know the job) is fine on one node, or when every node meets on this host's loopback
+    (``one_host``: "nodes" that are processes of one machine), PASS saying so, and fails across
+    machines (FAIL, like ND216); a run on Gloo says, on each NCCL finding, that it does not use NCCL (the
+    severity stays: the training job would). ``node``: the probe's ``NodeProbe``."""
     out = multi_node_findings(findings, node, nnodes) if nnodes > 1 else list(findings)
-    return [_for_run(f, nnodes, backend) for f in out]
+    return [_for_run(f, nnodes, backend, one_host) for f in out]
 
 
-def _for_run(f: Finding, nnodes: int, backend: Backend) -> Finding:
+def meets_on_loopback(head: str) -> bool:
+    """The run's head is this machine's loopback (``localhost``, 127.x, ::1): every "node" is a process of
+    this one machine. A literal check, never a DNS query (a name that resolves elsewhere is another host)."""
+    if head.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(head.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _for_run(f: Finding, nnodes: int, backend: Backend, one_host: bool) -> Finding:
     if f.code == Code.GLOO_BINDS_LOOPBACK and f.severity is Severity.WARN:
         if nnodes == 1:
             return _restate(f, Severity.PASS, " (this run is on one node, where Gloo on loopback works)")
+        if one_host:
+            return _restate(f, Severity.PASS, f" (the {nnodes} nodes of this run meet on this machine's loopback, "
+                                              "where Gloo on loopback works)")
         return _restate(f, Severity.FAIL, f" (this job spans {nnodes} nodes: Gloo's connections between nodes fail)")
     nccl = f.code in NCCL_CODES or (f.code in ENV_CODES and f.message.startswith("NCCL_"))
     if backend == Backend.GLOO and nccl and f.severity is not Severity.PASS:
@@ -97,7 +114,7 @@ def probe_this_node(plan: NodePlan, env: Mapping[str, str], backend: Backend) ->
     """Probe, findings and facts of this node, ready to post (``fatal``: a FAIL among its findings);
     ``backend``: the one this node's ranks will run."""
     node = probe_node("/", env)
-    findings = run_findings(check(node), node, plan.nnodes, backend)
+    findings = run_findings(check(node), node, plan.nnodes, backend, one_host=meets_on_loopback(plan.head))
     facts = node_facts(node, env, versions=torch_versions(), host=plan.host)
     facts.update(rank_facts(plan.nproc, plan.nproc_source))
     fatal = any(f.severity is Severity.FAIL for f in findings)

@@ -7,7 +7,7 @@ import pytest
 
 from nccl_doctor.bench import Backend
 from nccl_doctor.node import check, compare, probe_node
-from nccl_doctor.preflight.probe import multi_node_findings, rank_facts, run_findings
+from nccl_doctor.preflight.probe import meets_on_loopback, multi_node_findings, rank_facts, run_findings
 from nccl_doctor.preflight.protocol import NodePost
 from nccl_doctor.preflight.verdict import add_probe_findings
 from nccl_doctor.report import Report, Severity
@@ -59,6 +59,19 @@ def test_gloo_on_loopback_passes_a_one_node_run_like_bench(cloud_vm):
 def test_gloo_on_loopback_fails_a_multi_node_run(cloud_vm):
     [f] = _nd215(cloud_vm, 3)
     assert f.severity is Severity.FAIL and "this job spans 3 nodes" in f.message
+
+
+def test_gloo_on_loopback_passes_nodes_that_meet_on_this_machines_loopback(cloud_vm):
+    """"Nodes" that are processes of one machine (the head is localhost) reach each other on loopback."""
+    node = probe_node(cloud_vm, {})
+    [f] = [f for f in run_findings(check(node), node, 2, Backend.GLOO, one_host=True) if f.code == "ND215"]
+    assert f.severity is Severity.PASS and "meet on this machine's loopback" in f.message
+
+
+@pytest.mark.parametrize(("head", "local"), [("localhost", True), ("127.0.0.1", True), ("::1", True),
+                                             ("[::1]", True), ("n1", False), ("198.18.0.1", False)])
+def test_only_a_loopback_head_means_one_machine(head, local):
+    assert meets_on_loopback(head) is local
 
 
 def test_a_gloo_run_says_it_does_not_use_nccl(cloud_vm):
