@@ -32,6 +32,7 @@ COMMANDS = {
     "parse": ("nccl_doctor.logs.command", "diagnose NCCL_DEBUG=INFO logs offline"),
     "bench": ("nccl_doctor.bench.command", "all-gather/reduce-scatter/all-reduce bandwidth within and across nodes"),
     "preflight": ("nccl_doctor.preflight.command", "probe + bench + log check on every node: the sbatch gate"),
+    "plan": ("nccl_doctor.plan.command", "the FSDP/HSDP mesh to train with, from measured bandwidth"),
     "explain": ("nccl_doctor.explain", "what a finding code (ND102) means, why it matters and the usual fix"),
 }
 

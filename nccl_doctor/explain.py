@@ -28,6 +28,7 @@ RANGES = {  # a code's hundreds digit: the command that raises it (codes/__init_
     "2": "probe: this node's interfaces, RDMA ports and NCCL/Gloo settings",
     "3": "bench: bandwidth within and across nodes",
     "4": "preflight: every node together",
+    "5": "plan: the FSDP/HSDP mesh measured bandwidth recommends",
 }
 SLUGS: dict[str, Code] = {c.slug: c for c in Code}
 

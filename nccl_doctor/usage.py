@@ -49,6 +49,12 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         Example("any other launcher (Kubernetes, mpirun, ssh): say where this node stands",
                 "nccl-doctor preflight --nnodes 2 --node-rank 1 --master-addr node1:29500"),
     ),
+    "plan": (
+        Example("a 70B model on 16 nodes of 8 GPUs: full shard or HSDP, and the communication per step",
+                "nccl-doctor plan --params 70B --nodes 16 --gpus-per-node 8 --intra-gbps 360 --inter-gbps 45"),
+        Example("from this cluster's own measurements, with the step's compute time",
+                "nccl-doctor plan --params 7B --from preflight.json --step-compute-s 1.5"),
+    ),
     "explain": (
         Example("what a finding code means, why it matters and the usual fix", "nccl-doctor explain ND102"),
         Example("the same by its name, as JSON", "nccl-doctor explain socket-fallback --format json"),

@@ -1,10 +1,10 @@
 """Every finding code: stable, never reused, documented in ``docs/codes.md``.
 
 Ranges: ND0xx general, ND1xx ``parse`` (NCCL logs), ND2xx ``probe`` (interfaces and env),
-ND3xx ``bench`` (bandwidth), ND4xx ``preflight`` (cross-node). The members live here; their texts (name,
-summary, why it matters, the usual fix) live in one module per range, so that a range grows without
-this table outgrowing a screen. ``tests/unit/test_codes.py`` pins the set and checks that every member
-has its text.
+ND3xx ``bench`` (bandwidth), ND4xx ``preflight`` (cross-node), ND5xx ``plan`` (the FSDP/HSDP mesh). The
+members live here; their texts (name, summary, why it matters, the usual fix) live in one module per range,
+so that a range grows without this table outgrowing a screen. ``tests/unit/test_codes.py`` pins the set and
+checks that every member has its text.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nccl_doctor.codes import bench, general, parse, preflight, probe
+from nccl_doctor.codes import bench, general, parse, plan, preflight, probe
 from nccl_doctor.codes.text import CodeText
 from nccl_doctor.enums import StrEnum
 
-_TEXTS: dict[str, CodeText] = {**general.TEXTS, **parse.TEXTS, **probe.TEXTS, **bench.TEXTS, **preflight.TEXTS}
+_TEXTS: dict[str, CodeText] = {**general.TEXTS, **parse.TEXTS, **probe.TEXTS, **bench.TEXTS, **preflight.TEXTS,
+                              **plan.TEXTS}
 
 
 class Code(StrEnum):
@@ -117,6 +118,11 @@ class Code(StrEnum):
     STORE_VALUE_REJECTED = "ND411"
     STORE_UNAUTHENTICATED = "ND412"
     OPEN_FILES_LIMIT = "ND413"
+    # --- ND5xx (plan) ---
+    PLAN_RECOMMENDATION = "ND500"
+    FABRIC_TOO_SLOW_FOR_A_MESH = "ND501"
+    NOTHING_FITS = "ND502"
+    COMM_EXCEEDS_COMPUTE = "ND503"
 
 
 CODES: dict[str, Code] = {c.value: c for c in Code}

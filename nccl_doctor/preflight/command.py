@@ -40,6 +40,7 @@ from pathlib import Path
 from nccl_doctor.cluster import check_port, check_seconds
 from nccl_doctor.errors import InputError
 from nccl_doctor.outcome import Outcome
+from nccl_doctor.plan import parse_params, plan_line
 from nccl_doctor.preflight.auth import secret_from_env
 from nccl_doctor.preflight.follower import Follower
 from nccl_doctor.preflight.head import Head
@@ -50,6 +51,7 @@ from nccl_doctor.preflight.protocol import NodePost, node_key
 from nccl_doctor.preflight.store import exit_now, store_call_abandoned
 from nccl_doctor.preflight.verdict import NodeVerdict
 from nccl_doctor.preflight.worker import run_worker
+from nccl_doctor.report import Report
 
 DEFAULT_TIMEOUT_S = 180.0
 DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0  # NCCL init on thousands of ranks takes 10-30 s
@@ -70,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "checkpoint; on 2+ nodes one every node sees (default: the current working directory "
                         "on 2+ nodes, the system temp directory on one node)")
     g.add_argument("--cpu", action="store_true", help="use Gloo on CPU even when GPUs are visible")
+    g.add_argument("--plan-params", metavar="N",
+                   help="also say which FSDP/HSDP mesh `nccl-doctor plan` would recommend for a model of N "
+                        "parameters (7B, 70B, 1.3T) from this run's bandwidth")
     d = p.add_argument_group("deadlines (the same options as bench): a run never outlives --timeout")
     d.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                    help=f"wall-clock limit of the whole run, every stage included (default: {DEFAULT_TIMEOUT_S:.0f})")
@@ -103,6 +108,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--nproc-per-node must be >= 1 (got {args.nproc_per_node})")
     if args.port is not None:
         check_port(args.port, "--port")
+    if args.plan_params is not None:
+        parse_params(args.plan_params, "--plan-params")
     if args.fsdp_smoke_dir is not None:
         if not args.fsdp_smoke:
             raise InputError("--fsdp-smoke-dir is only used by --fsdp-smoke: add --fsdp-smoke (or drop the directory)")
@@ -150,6 +157,8 @@ def run(args: argparse.Namespace) -> Outcome:
     if verdict.report is None:  # another node holds the full report; say the verdict in one line
         print(f"{PREFIX} ({plan.host}): {verdict.verdict.upper()}: {verdict.summary}", flush=True)
         return Outcome.exit(exit_now(verdict.code))
+    if args.plan_params is not None:
+        add_plan_line(verdict.report, parse_params(args.plan_params, "--plan-params"))
 
     def close(rendered: int) -> int:
         # only now: a follower that exits first may get the whole step killed (srun --kill-on-bad-exit)
@@ -157,6 +166,14 @@ def run(args: argparse.Namespace) -> Outcome:
         return exit_now(verdict.code if verdict.code == EXIT_INPUT else rendered)
 
     return Outcome.of(verdict.report, after_render=close)
+
+
+def add_plan_line(report: Report, params: float) -> None:
+    """``--plan-params``: what ``plan`` would recommend from this run's own figures, as a note and a JSON key."""
+    line = plan_line(params, {"command": report.command, "verdict": report.verdict.value, **report.data},
+                     "this report")
+    report.notes.append(line)
+    report.data["plan"] = line
 
 
 def launch(launcher: Launcher) -> NodeVerdict:

@@ -1,0 +1,123 @@
+"""``nccl-doctor plan``: from measured bandwidth to the FSDP/HSDP mesh to train with.
+
+Figures come from the command line or a bench/preflight JSON (``--from``); a flag given overrides the file.
+Nothing here imports torch: the plan answers in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from nccl_doctor.errors import InputError
+from nccl_doctor.outcome import Outcome
+from nccl_doctor.plan.costs import broken_fabric, make_plan
+from nccl_doctor.plan.inputs import measured, parse_params
+from nccl_doctor.plan.model import DTYPE_BYTES, Bandwidths, Figure, Measured, PlanInputs
+from nccl_doctor.plan.oneline import DEFAULT_GPU_MEM_GB, DEFAULT_HEADROOM
+from nccl_doctor.plan.view import broken_report, inputs_dict, plan_report
+
+MAX_WORLD = 1 << 20  # GPUs in one job: far past any cluster, short of a loop that never ends
+
+
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+        return value
+    return parse
+
+
+def _fraction(text: str) -> float:
+    value = _positive(float)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", required=True, metavar="N",
+                   help="model parameters: 7e9, 7B, 70B, 1.3T, 350M")
+    p.add_argument("--nodes", type=_positive(int), metavar="N", help="nodes (default: from --from)")
+    p.add_argument("--gpus-per-node", type=_positive(int), metavar="G", help="GPUs per node (default: from --from)")
+    p.add_argument("--from", dest="from_file", type=Path, metavar="FILE",
+                   help="a `bench` or `preflight` --format json report: nodes, GPUs per node and the bus bandwidths "
+                        "at the largest size measured (flags given here override it)")
+    p.add_argument("--intra-gbps", type=_positive(float), metavar="GBPS",
+                   help="intra-node all-gather and reduce-scatter bus bandwidth, GB/s")
+    p.add_argument("--inter-gbps", type=_positive(float), metavar="GBPS",
+                   help="every other figure (world all-gather/reduce-scatter, inter-node all-reduce), GB/s")
+    p.add_argument("--param-dtype", choices=tuple(DTYPE_BYTES), default="bf16",
+                   help="MixedPrecisionPolicy param_dtype: what the all-gathers send (default: bf16)")
+    p.add_argument("--reduce-dtype", choices=tuple(DTYPE_BYTES), default="fp32",
+                   help="MixedPrecisionPolicy reduce_dtype: what the gradient reductions send (default: fp32)")
+    p.add_argument("--gpu-mem-gb", type=_positive(float), metavar="GB",
+                   help=f"memory of one GPU, GB (default: {DEFAULT_GPU_MEM_GB:g})")
+    p.add_argument("--headroom", type=_fraction, metavar="F",
+                   help=f"share of GPU memory the model states may take; activations need the rest "
+                        f"(default: {DEFAULT_HEADROOM:g})")
+    p.add_argument("--step-compute-s", type=_positive(float), metavar="T",
+                   help="compute time of one step, seconds: report communication's share of it")
+
+
+def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
+    return (args.from_file,) if args.from_file is not None else ()
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    params = Figure(value=parse_params(args.params), source="--params")
+    found = measured(args.from_file) if args.from_file is not None else None
+    if found is not None and found.failed:
+        return Outcome.of(broken_report(found.failed, {"params": params.as_dict()}))
+    plan_inputs = build_inputs(args, params, found)
+    if why := broken_fabric(plan_inputs):
+        return Outcome.of(broken_report(why, inputs_dict(plan_inputs)))
+    return Outcome.of(plan_report(make_plan(plan_inputs), plan_inputs))
+
+
+def _flag(value: float | None, flag: str, fallback: Figure | None) -> Figure | None:
+    """The command line's figure if given, else the file's."""
+    return Figure(value=value, source=flag) if value is not None else fallback
+
+
+def _or_default(value: float | None, flag: str, default: float) -> Figure:
+    return Figure(value=value, source=flag) if value is not None else Figure(value=default, source="default")
+
+
+def _required(figure: Figure | None, flag: str) -> Figure:
+    if figure is None:
+        raise InputError(f"{flag}: give it, or --from a bench or preflight JSON report that has it")
+    return figure
+
+
+def _bandwidths(args: argparse.Namespace, found: Measured | None) -> Bandwidths:
+    bw = found.bandwidths if found else Bandwidths()
+    intra, inter = args.intra_gbps, args.inter_gbps
+    return Bandwidths(
+        intra_all_gather=_flag(intra, "--intra-gbps", bw.intra_all_gather),
+        intra_reduce_scatter=_flag(intra, "--intra-gbps", bw.intra_reduce_scatter),
+        world_all_gather=_flag(inter, "--inter-gbps", bw.world_all_gather),
+        world_reduce_scatter=_flag(inter, "--inter-gbps", bw.world_reduce_scatter),
+        inter_all_reduce=_flag(inter, "--inter-gbps", bw.inter_all_reduce),
+    )
+
+
+def build_inputs(args: argparse.Namespace, params: Figure, found: Measured | None) -> PlanInputs:
+    nodes = _required(_flag(args.nodes, "--nodes", found.nodes if found else None), "--nodes")
+    gpus = _required(_flag(args.gpus_per_node, "--gpus-per-node", found.gpus_per_node if found else None),
+                     "--gpus-per-node")
+    if nodes.value * gpus.value > MAX_WORLD:
+        raise InputError(f"--nodes x --gpus-per-node: {nodes.value * gpus.value:g} GPUs, more than {MAX_WORLD}")
+    return PlanInputs(
+        params=params, nodes=nodes, gpus_per_node=gpus, param_dtype=args.param_dtype, reduce_dtype=args.reduce_dtype,
+        gpu_mem_gb=_or_default(args.gpu_mem_gb, "--gpu-mem-gb", DEFAULT_GPU_MEM_GB),
+        headroom=_or_default(args.headroom, "--headroom", DEFAULT_HEADROOM),
+        step_compute_s=_flag(args.step_compute_s, "--step-compute-s", None),
+        bandwidths=_bandwidths(args, found),
+    )

@@ -1,0 +1,31 @@
+"""preflight's ``--plan-params`` line: the recommendation from a report in memory, or why there is none."""
+
+import json
+from pathlib import Path
+
+from nccl_doctor.plan import plan_line
+
+FIXTURE = Path(__file__).parents[3] / "fixtures" / "plan" / "bench-gloo-1node.json"
+HEAD = "plan (350M parameters, 80 GB GPUs, headroom 0.6): "
+
+
+def _doc():
+    return json.loads(FIXTURE.read_text())
+
+
+def test_the_recommendation_in_one_line():
+    assert plan_line(350e6, {"command": "preflight", "verdict": "pass", "bench": _doc()}, "this report") \
+        .startswith(HEAD + "use (1, 2) FSDP, 6.86 s of communication per step")
+
+
+def test_a_failed_run_says_fix_the_network_first():
+    assert plan_line(350e6, {"command": "preflight", "verdict": "fail"}, "this report") \
+        == HEAD + "fix the network first (the preflight in this report failed (verdict fail))"
+
+
+def test_nothing_fits_and_nothing_measured_are_lines_too():
+    assert plan_line(70e9, _doc(), "r").endswith("nothing fits; it would take 24 GPUs")
+    doc = _doc()
+    del doc["nnodes"]
+    assert plan_line(350e6, doc, "r").endswith("did not say its nodes and GPUs per node")
+    assert "no bench results" in plan_line(350e6, {"command": "preflight", "verdict": "pass"}, "r")
