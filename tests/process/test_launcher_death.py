@@ -3,7 +3,6 @@ ranks), and preflight's ranks, all started in sessions of their own, die within 
 (``cluster.die_with_parent``: the kernel's parent-death signal), and the launch log and stage dir the dead
 launcher left are removed by the next run. Each case is one where the children used to live on."""
 
-import os
 import subprocess
 import sys
 import time
@@ -13,18 +12,11 @@ import psutil
 import pytest
 
 from nccl_doctor.cluster import free_port
+from tests.helpers.launch import launch_env
 
 pytestmark = pytest.mark.torch
 GONE_WITHIN_S = 5.0
 START_S = 120.0  # the ranks' start-up on a loaded 2-core box
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="", TMPDIR=str(tmp_path))
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
-                "GLOO_SOCKET_IFNAME"):
-        env.pop(var, None)
-    return env
 
 
 def _kill_and_watch(launcher: subprocess.Popen[str], kids: list[psutil.Process]) -> list[psutil.Process]:
@@ -51,7 +43,7 @@ def _wait_for(what: str, ready, timeout_s: float = START_S) -> None:
 def test_sigkilled_bench_launcher_takes_torchrun_and_its_log_goes_next_run(tmp_path):
     """Killed while torchrun waits in the rendezvous for a node that never comes: torchrun writes nothing
     then (no broken pipe to end it), and used to wait out its join timeout, holding the port."""
-    env = _env(tmp_path)
+    env = launch_env(tmp_path)
     launcher = subprocess.Popen([sys.executable, "-m", "nccl_doctor", "bench", "--nnodes", "2", "--nproc-per-node", "1",
                                  "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--timeout", "120"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
@@ -78,7 +70,7 @@ def test_sigkilled_bench_launcher_takes_torchrun_and_its_log_goes_next_run(tmp_p
 def test_sigkilled_torchrun_takes_its_ranks(tmp_path):
     """torchrun itself killed while its ranks measure: they run in sessions of their own, and used to go on."""
     launcher = subprocess.Popen([sys.executable, "-m", "nccl_doctor", "bench", "--sizes", "64K:64M", "--no-pairs",
-                                 "--groups", "world", "--timeout", "120"], env=_env(tmp_path),
+                                 "--groups", "world", "--timeout", "120"], env=launch_env(tmp_path),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         first = launcher.stderr.readline()  # the first progress line: the ranks are measuring
@@ -100,7 +92,7 @@ def test_sigkilled_torchrun_takes_its_ranks(tmp_path):
 
 
 def test_sigkilled_preflight_launcher_takes_its_ranks(tmp_path):
-    env = _env(tmp_path)
+    env = launch_env(tmp_path)
     launcher = subprocess.Popen([sys.executable, "-m", "nccl_doctor", "preflight", "--cpu", "--timeout", "120"],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     try:

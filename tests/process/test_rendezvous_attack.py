@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor.cluster import free_port
+from tests.helpers.launch import launch_env
 from tests.helpers.netns import communicate_or_kill
 
 pytestmark = pytest.mark.torch
@@ -22,14 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RDZV_ID = "nccl-doctor"  # bench's default outside Slurm: as guessable as Slurm's slurm-<job id>
 LATE_S = 4.0  # the second node arrives this late: node 0 waits in the rendezvous while the attacker writes
 MIN_WRITES = 20
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="", TMPDIR=str(tmp_path))
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
-                "GLOO_SOCKET_IFNAME"):
-        env.pop(var, None)
-    return env
 
 
 def _attacker(port: int, marker: Path, stop: Path, seconds: float) -> subprocess.Popen[str]:
@@ -50,7 +43,7 @@ def test_pickles_written_into_bench_rendezvous_store_never_run(tmp_path):
     argv = [sys.executable, "-m", "nccl_doctor", "bench", "--nnodes", "2", "--nproc-per-node", "1",
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--ops", "ag", "--groups", "world", "--sizes", "64K,1M",
             "--no-pairs", "--timeout", "90", "--format", "json"]
-    env = _env(tmp_path)
+    env = launch_env(tmp_path)
     nodes: list[subprocess.Popen[str]] = []
     attacker = _attacker(port, marker, stop, 150)
     try:
@@ -82,7 +75,7 @@ def test_the_same_attack_runs_code_in_torchs_dynamic_rendezvous(tmp_path):
     with open(tmp_path / "torchrun.log", "w") as log:
         victim = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
                                    "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={RDZV_ID}",
-                                   str(script)], env=_env(tmp_path), stdout=log, stderr=log, start_new_session=True)
+                                   str(script)], env=launch_env(tmp_path), stdout=log, stderr=log, start_new_session=True)
     attacker = _attacker(port, marker, stop, 60)
     try:
         out, _ = communicate_or_kill(attacker, 90)
