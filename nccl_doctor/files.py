@@ -213,11 +213,11 @@ def atomic_write(path: Path, data: str | bytes, *, private: bool = False) -> Non
     raw = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, PRIVATE_MODE if private else 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), PRIVATE_MODE if private else 0o666 & ~umask)  # the file we made, not its name
+            fh.write(raw)
         os.replace(tmp, path)
     except BaseException:
         try:
