@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import statistics
+import bisect
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nccl_doctor.bench.model import BenchResult, Group, NodeInfo
-from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps, slow_rails
+from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps, slow_rails, slow_ratio
 
 PCT = 100
 GBPS_DIGITS = 4  # GB/s figures in the JSON
@@ -65,7 +65,7 @@ def line_rate_gbps(node: NodeInfo) -> float | None:
 def node_localisation(result: BenchResult) -> Localisation:
     """The pair pass's verdicts, rebuilt from ``result.pairs`` with the floor the run planned with."""
     floor = floor_gbps(result.nodes, result.backend, result.yardstick_rails)
-    return Localisation.of(result.nnodes, result.pairs, floor)
+    return Localisation.of(result.nnodes, result.pairs, floor, slow_ratio(result.backend))
 
 
 def node_figures(result: BenchResult) -> list[NodeFigures]:
@@ -75,15 +75,18 @@ def node_figures(result: BenchResult) -> list[NodeFigures]:
     ``expected_gbps`` is the yardstick for the figure (a pair's slowest rail): one rank pair, so one NIC on
     an NCCL/IB node, or the rails' share of links they share; ``link_gbps`` is all the inter-node links the
     backend uses on that node, together. ``slow_rails``: the rails the per-rail rule names on this node."""
-    figs = {n.index: result.node_figure(n.index) for n in result.nodes}
+    figs, partners = _pair_index(result)
     bad = set(node_localisation(result).bad()) if result.pairs else set()
-    rails_of = slow_rails(result.nnodes, result.pairs, floor_gbps(result.nodes, result.backend, result.yardstick_rails))
+    rails = result.yardstick_rails  # a pass over the pairs: once, not per node
+    pair_rails = result.pair_rails if result.pairs else 0
+    rails_of = slow_rails(result.nnodes, result.pairs, floor_gbps(result.nodes, result.backend, rails),
+                          slow_ratio(result.backend))
+    known = sorted(v for v in figs.values() if v is not None)
     rows = []
     for n in result.nodes:
         fig = figs[n.index]
-        peers = [v for k, v in figs.items() if k != n.index and v is not None]
         exp = n.expected
-        want = yardstick_gbps(n, result.yardstick_rails)
+        want = yardstick_gbps(n, rails)
         rows.append(NodeFigures(
             host=n.host, index=n.index, ranks=list(n.ranks), iface=n.iface, link_gbps=gbps(line_rate_gbps(n)),
             expected_gbps=gbps(want),
@@ -93,13 +96,39 @@ def node_figures(result: BenchResult) -> list[NodeFigures]:
             intra_expected_basis=exp.intra_basis if exp is not None else None,
             inter_node_busbw_gbps=round(fig, GBPS_DIGITS) if fig is not None else None,
             pct_of_expected=pct(fig, want), pct_of_link=pct(fig, line_rate_gbps(n)),
-            peer_median_gbps=(round(statistics.median(peers), GBPS_DIGITS)
-                              if len(peers) >= MIN_PEERS_FOR_MEDIAN else None),
-            pairs=[result.nodes[p.b if p.a == n.index else p.a].host
-                   for p in result.pairs if n.index in (p.a, p.b)],
-            slow=n.index in bad, rails=result.pair_rails if result.pairs else 0,
+            peer_median_gbps=peer_median(known, fig),
+            pairs=[result.nodes[k].host for k in partners[n.index]],
+            slow=n.index in bad, rails=pair_rails,
             slow_rails=rails_of.get(n.index, []) if n.index in bad else []))
     return rows
+
+
+def _pair_index(result: BenchResult) -> tuple[dict[int, float | None], dict[int, list[int]]]:
+    """Each node's figure (``BenchResult.node_figure``: its best pair) and its partners in pair order, from
+    one pass over the pairs (a pass per node is nodes x pairs: 8,192 nodes took seconds to minutes)."""
+    figs: dict[int, float | None] = {n.index: None for n in result.nodes}
+    partners: dict[int, list[int]] = {n.index: [] for n in result.nodes}
+    for p in result.pairs:
+        for me, other in ((p.a, p.b), (p.b, p.a)):
+            best = figs.get(me)
+            figs[me] = p.busbw_gbps if best is None else max(best, p.busbw_gbps)
+            partners.setdefault(me, []).append(other)
+    return figs, partners
+
+
+def peer_median(known: list[float], fig: float | None) -> float | None:
+    """The median of the other nodes' figures: ``known`` (every node's, sorted) without this node's one
+    ``fig``; None with fewer than ``MIN_PEERS_FOR_MEDIAN`` peers. Index arithmetic, not a list per node."""
+    skip = bisect.bisect_left(known, fig) if fig is not None else len(known)
+    n = len(known) - (fig is not None)
+    if n < MIN_PEERS_FOR_MEDIAN:
+        return None
+
+    def at(i: int) -> float:  # the i-th of the peers' sorted figures
+        return known[i if i < skip else i + 1]
+
+    mid = at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+    return round(mid, GBPS_DIGITS)
 
 
 def group_expected(result: BenchResult, group: str) -> float | None:

@@ -6,11 +6,13 @@ Why these thresholds: docs/bench.md; slow nodes and links: ``pairs.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nccl_doctor.bench.busbw import MIB, format_size, round_size
 from nccl_doctor.bench.figures import NodeFigures, node_figures, node_localisation
 from nccl_doctor.bench.groups import MISFIT_SKIP, mesh_misfit
-from nccl_doctor.bench.model import Backend, BenchResult
-from nccl_doctor.bench.pairs import floor_gbps, link_slow_rails, slow_rails
+from nccl_doctor.bench.model import Backend, BenchResult, PairResult
+from nccl_doctor.bench.pairs import floor_gbps, link_slow_rails, slow_rails, slow_ratio
 from nccl_doctor.bench.rails import rail_label
 from nccl_doctor.bench.shortfall import judge_expected
 from nccl_doctor.cluster import SlurmInfo
@@ -120,8 +122,9 @@ def _judge_wrong(result: BenchResult) -> list[Finding]:
 
 def _judge_nodes(result: BenchResult) -> list[Finding]:
     """Slow nodes (ND302) and links no node can be blamed for (ND303), by ``pairs.py``'s one rule: a
-    link is slow below a quarter of the best link or below the floor (5% of the line rate on Gloo, 25% on
-    NCCL); a node is named when every link it has is slow and a partner is proven good elsewhere."""
+    link is slow below a quarter (NCCL) or a tenth (Gloo) of the best link or below the floor (5% of the line
+    rate on Gloo, 25% on NCCL); a node is named when every link it has is slow and a partner is proven good
+    elsewhere."""
     if not result.pairs:
         return []
     loc = node_localisation(result)
@@ -133,10 +136,16 @@ def _judge_nodes(result: BenchResult) -> list[Finding]:
         p, r = max(((p, r) for p in result.pairs for r in p.rails), key=lambda t: t[1].busbw_gbps)
         best_txt = f"{rail_label(r.rail)} of {host[p.a]}<->{host[p.b]} moves {r.busbw_gbps:.3f} GB/s"
     bad = loc.bad()
-    on_rails = slow_rails(result.nnodes, result.pairs, loc.floor_gbps)
-    out = [_slow_node(rows[b], host, loc.links, best_txt, _node_rails(result, b, on_rails.get(b, [])))
+    on_rails = slow_rails(result.nnodes, result.pairs, loc.floor_gbps, loc.slow_ratio)
+    total, nics = result.pair_rails, _rail_nics(result)  # once: each is a pass over the pairs
+    bad_set = set(bad)
+    mine: dict[int, dict[tuple[int, int], float]] = {b: {} for b in bad}  # each bad node's links, in one pass
+    for k, bw in loc.links.items():
+        for end in set(k) & bad_set:
+            mine[end][k] = bw
+    out = [_slow_node(rows[b], host, mine[b], best_txt, _node_rails(b, on_rails.get(b, []), total, nics))
            for b in bad]
-    links = [k for k in loc.slow_links() if not set(k) & set(bad)]
+    links = [k for k in loc.slow_links() if not set(k) & bad_set]
     good = loc.good()
     if len(links) > 1 and not good:  # nothing to compare with: one finding, not one per pair
         out.append(finding(
@@ -149,6 +158,7 @@ def _judge_nodes(result: BenchResult) -> list[Finding]:
             evidence=[f"{host[a]}<->{host[b]} {loc.links[(a, b)]:.3f} GB/s" for a, b in links[:MAX_EVIDENCE]],
             host=host[links[0][0]]))
         return out
+    rails_text = _link_rails(result)
     for a, b in links:
         bw = loc.links[(a, b)]
         want = [w for w in (rows[a].expected_gbps, rows[b].expected_gbps) if w]
@@ -163,7 +173,7 @@ def _judge_nodes(result: BenchResult) -> list[Finding]:
             why = "neither end was tested against a node proven good, so it cannot tell which end is slow"
         out.append(finding(
             Code.SLOW_LINK_UNPINNED, Severity.FAIL,
-            f"the link between {host[a]} and {host[b]} moves {bw:.3f} GB/s{_link_rails(result, (a, b))}, {how}; {why}",
+            f"the link between {host[a]} and {host[b]} moves {bw:.3f} GB/s{rails_text((a, b))}, {how}; {why}",
             f"rerun with a third node (the pair pass then names the slow node), or check both ends: "
             f"`ethtool {rows[a].iface or '<iface>'}`, `tc qdisc show` on {host[a]} and {host[b]}, "
             "switch port counters",
@@ -171,34 +181,51 @@ def _judge_nodes(result: BenchResult) -> list[Finding]:
     return out
 
 
-def _node_rails(result: BenchResult, node: int, rails: list[int]) -> str:
-    """`` on rail 3 (local rank 3, mlx5_3)``: the rails the per-rail rule names on ``node``, with this
-    node's NIC for each; empty without rails or when every rail of several is slow (the node, not a NIC)."""
-    total = result.pair_rails
+def _rail_nics(result: BenchResult) -> dict[tuple[int, int], str | None]:
+    """(node, rail) -> that node's NIC on the rail (the last pair's word), from one pass over the pairs."""
+    out: dict[tuple[int, int], str | None] = {}
+    for p in result.pairs:
+        for r in p.rails:
+            out[(p.a, r.rail)], out[(p.b, r.rail)] = r.nics
+    return out
+
+
+def _node_rails(node: int, rails: list[int], total: int, nics: dict[tuple[int, int], str | None]) -> str:
+    """`` on rail 3 (local rank 3, mlx5_3)``: the rails the per-rail rule names on ``node`` of the ``total``
+    measured, with this node's NIC for each (``nics``: ``_rail_nics``); empty without rails or when every
+    rail of several is slow (the node, not a NIC)."""
     if not rails or total < 2:
         return ""
     if len(rails) == total:
         return f" on every rail ({total} local ranks)"
-    nic = {r.rail: (r.nics[0] if p.a == node else r.nics[1]) for p in result.pairs if node in (p.a, p.b)
-           for r in p.rails}
-    return " on " + ", ".join(rail_label(r, [nic[r]] if nic.get(r) else []) for r in rails)
+    return " on " + ", ".join(rail_label(r, [nic] if (nic := nics.get((node, r))) else []) for r in rails)
 
 
-def _link_rails(result: BenchResult, link: tuple[int, int]) -> str:
-    """`` on rail 2 (local rank 2, mlx5_2 <-> mlx5_2)``: the slow rails of one node pair (all of them: empty)."""
-    pair = next((p for p in result.pairs if p.link == link), None)
-    if pair is None or len(pair.rails) < 2:
-        return ""
+def _link_rails(result: BenchResult) -> Callable[[tuple[int, int]], str]:
+    """link -> `` on rail 2 (local rank 2, mlx5_2 <-> mlx5_2)``: the slow rails of one node pair (all of them:
+    empty). Its passes over the pairs are made here, once, not once per slow link."""
+    by_link: dict[tuple[int, int], PairResult] = {}
+    for p in result.pairs:
+        by_link.setdefault(p.link, p)
     best = max((r.busbw_gbps for p in result.pairs if not p.rails_shared for r in p.rails), default=0.0)
-    slow = link_slow_rails(pair, best, floor_gbps(result.nodes, result.backend, result.yardstick_rails))
-    if not slow or len(slow) == len(pair.rails):
-        return ""
-    return " on " + ", ".join(f"{rail_label(r.rail, r.nics)} {r.busbw_gbps:.3f} GB/s" for r in slow)
+    floor = floor_gbps(result.nodes, result.backend, result.yardstick_rails)
+
+    def text(link: tuple[int, int]) -> str:
+        pair = by_link.get(link)
+        if pair is None or len(pair.rails) < 2:
+            return ""
+        slow = link_slow_rails(pair, best, floor, slow_ratio(result.backend))
+        if not slow or len(slow) == len(pair.rails):
+            return ""
+        return " on " + ", ".join(f"{rail_label(r.rail, r.nics)} {r.busbw_gbps:.3f} GB/s" for r in slow)
+
+    return text
 
 
 def _slow_node(row: NodeFigures, host: list[str], links: dict[tuple[int, int], float], best_txt: str,
                rails: str = "") -> Finding:
-    """ND302: a node slow with every partner while its partners are fast elsewhere; ``rails``: which rails."""
+    """ND302: a node slow with every partner while its partners are fast elsewhere; ``links``: its own
+    links (any others are left out); ``rails``: which rails."""
     b = row.index
     mine = sorted((k for k in links if b in k), key=lambda k: links[k])
     txt = ", ".join(f"{host[k[0] if k[1] == b else k[1]]} {links[k]:.3f} GB/s" for k in mine)

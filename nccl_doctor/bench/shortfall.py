@@ -134,7 +134,8 @@ def _common_node(pairs: list[PairResult]) -> int | None:
 
 def _lagging(result: BenchResult) -> list[Finding]:
     """Rails far behind their siblings on a shared link: the pair's figure (their sum) is fine, one rank is not."""
-    rows = [(p, r) for p in result.pairs if p.link not in _slow_links(result) for r in lagging_rails(p)]
+    slow = _slow_links(result)  # once, not per pair: each call rebuilds the pass's verdicts
+    rows = [(p, r) for p in result.pairs if p.link not in slow for r in lagging_rails(p)]
     if not rows:
         return []
     host = [n.host for n in result.nodes]

@@ -7,8 +7,8 @@ progress lines rank 0 prints while measuring.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TextIO, TypeVar
 
 from nccl_doctor.bench.busbw import Op, format_size, latency_bound
 from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, group_expected, node_figures, node_localisation, pct
@@ -39,6 +39,10 @@ _OUT_OF_MEMORY = ("can't allocate memory", "Cannot allocate memory", "out of mem
 # place); nccl-tests' meaning (src/common.cu): in place is send == recv for all-reduce, send == recv + rank *
 # count for all-gather. All-gather and reduce-scatter here use an input and an output of their own.
 IN_PLACE_OPS = frozenset({Op.ALL_REDUCE})
+ROWS_ALL = 32  # nodes or pairs a table shows all of; past it the slow ones and the slowest others (``shown``)
+SLOW_ROWS = 64
+SLOWEST_OTHERS = 5
+T = TypeVar("T")
 
 
 def in_place(op: str) -> bool:
@@ -107,10 +111,31 @@ def _result_tables(result: BenchResult) -> list[Table]:
     return tables
 
 
+def shown(items: Sequence[T], slow: Callable[[T], bool], figure: Callable[[T], float], *, most_slow: int = SLOW_ROWS,
+          others: int = SLOWEST_OTHERS) -> list[T]:
+    """The items a table shows, in their order: all of them up to ``ROWS_ALL``; past it the slow ones (at
+    most ``most_slow``) and the ``others`` slowest others, so 1,024 nodes stay a screen. Every item is still
+    in the JSON's data (``nodes``, ``pairs``)."""
+    if len(items) <= ROWS_ALL:
+        return list(items)
+    bad = [i for i, item in enumerate(items) if slow(item)][:most_slow]
+    rest = sorted((i for i, item in enumerate(items) if not slow(item)), key=lambda i: figure(items[i]))
+    return [items[i] for i in sorted({*bad, *rest[:others]})]
+
+
+def _left_out(kept: int, total: int, what: str) -> str | None:
+    if kept == total:
+        return None
+    return (f"{kept} of {total} {what} shown (the slow ones, then the slowest others); every one is in the JSON "
+            "report (--json-out)")
+
+
 def _pair_tables(result: BenchResult, nodes: list[NodeFigures], loc: Localisation) -> list[Table]:
-    """Each node's inter-node figure, and every node pair measured."""
+    """Each node's inter-node figure, and every node pair measured (on a large cluster, the slow ones and the
+    slowest others: ``shown``)."""
     p0 = result.pairs[0]
     host = [n.host for n in result.nodes]
+    node_list = shown(nodes, lambda r: r.slow, lambda r: r.inter_node_busbw_gbps or 0.0)
     per_node = Table(
         title=f"inter-node figure per node (best of its node pairs: ping-pong of {format_size(p0.size_bytes)}, "
               "GB/s one way)",
@@ -119,30 +144,37 @@ def _pair_tables(result: BenchResult, nodes: list[NodeFigures], loc: Localisatio
         rows=tuple((r.host, r.iface or "-", format_or_dash(r.expected_gbps),
                     format_or_dash(r.inter_node_busbw_gbps), format_or_dash(r.pct_of_expected, "{:.1f}"),
                     format_or_dash(r.peer_median_gbps), ", ".join(r.pairs), "yes" if r.slow else "")
-                   for r in nodes))
-    rails = result.pair_rails
+                   for r in node_list),
+        caption=_left_out(len(node_list), len(nodes), "nodes"))
+    rails, slow = result.pair_rails, set(loc.slow_links())  # once each: a pass over the pairs / links
+    pair_list = shown(result.pairs, lambda p: p.link in slow, lambda p: p.busbw_gbps)
     per_pair = Table(
         title=f"node pairs ({p0.iters} timed ping-pongs each; rounds of disjoint pairs, then suspects against "
               "known-good nodes" + (f"; {rails} rails at once, the figure is the slowest's)" if rails > 1 else ")"),
         columns=("round", "pair", "busbw (GB/s)", "slowest rail", "slow"),
         rows=tuple((str(p.round), f"{host[p.a]}<->{host[p.b]}", f"{p.busbw_gbps:.3f}",
                     str(min(p.rails, key=lambda r: r.busbw_gbps).rail) if p.rails else "-",
-                    "yes" if loc.slow(p.link) else "") for p in result.pairs))
+                    "yes" if p.link in slow else "") for p in pair_list),
+        caption=_left_out(len(pair_list), len(result.pairs), "pairs"))
     if rails < 2:
         return [per_node, per_pair]
+    rail_pairs = shown(result.pairs, lambda p: p.link in slow, lambda p: p.busbw_gbps,
+                       most_slow=max(1, SLOW_ROWS // rails), others=1)  # a row per rail: fewer pairs
     per_rail = Table(
         title="rails (local rank i of one node with local rank i of the other, every rail at once; GB/s one way)",
         columns=("round", "pair", "rail", "ranks", "NICs", "busbw (GB/s)", "% of expected"),
         rows=tuple((str(p.round), f"{host[p.a]}<->{host[p.b]}", str(r.rail), f"{r.ranks[0]}<->{r.ranks[1]}",
                     " <-> ".join(n or "?" for n in r.nics) if any(r.nics) else "-", f"{r.busbw_gbps:.3f}",
-                    format_or_dash(pct(r.busbw_gbps, _rail_want(result, p)), "{:.1f}"))
-                   for p in result.pairs for r in p.rails))
+                    format_or_dash(pct(r.busbw_gbps, _rail_want(result, p, rails)), "{:.1f}"))
+                   for p in rail_pairs for r in p.rails),
+        caption=_left_out(len(rail_pairs), len(result.pairs), "pairs' rails"))
     return [per_node, per_pair, per_rail]
 
 
-def _rail_want(result: BenchResult, p: PairResult) -> float | None:
-    """One rail's yardstick on this pair: the lower of both ends' (``pairs.pair_expected_gbps``)."""
-    known = [y for x in (p.a, p.b) if (y := pair_expected_gbps(result.nodes[x], result.pair_rails))]
+def _rail_want(result: BenchResult, p: PairResult, rails: int) -> float | None:
+    """One rail's yardstick on this pair, ``rails`` (``result.pair_rails``) at once: the lower of both ends'
+    (``pairs.pair_expected_gbps``)."""
+    known = [y for x in (p.a, p.b) if (y := pair_expected_gbps(result.nodes[x], rails))]
     return min(known) if known else None
 
 
@@ -165,12 +197,13 @@ def node_rows(result: BenchResult) -> list[dict[str, Any]]:
 
 
 def pair_rows(result: BenchResult, loc: Localisation) -> list[dict[str, Any]]:
+    rails, slow = result.pair_rails, set(loc.slow_links())  # once each: per pair, pairs x pairs at scale
     return [{"a": result.nodes[p.a].host, "b": result.nodes[p.b].host, "round": p.round,
              "size_bytes": p.size_bytes, "iters": p.iters, "time_us": round(p.time_us, TIME_DIGITS),
-             "busbw_gbps": round(p.busbw_gbps, GBPS_DIGITS), "wrong": p.wrong, "slow": loc.slow(p.link),
+             "busbw_gbps": round(p.busbw_gbps, GBPS_DIGITS), "wrong": p.wrong, "slow": p.link in slow,
              "rails": [{"rail": r.rail, "ranks": list(r.ranks), "nics": list(r.nics),
                         "time_us": round(r.time_us, TIME_DIGITS), "busbw_gbps": round(r.busbw_gbps, GBPS_DIGITS),
-                        "wrong": r.wrong, "pct_of_expected": pct(r.busbw_gbps, _rail_want(result, p))}
+                        "wrong": r.wrong, "pct_of_expected": pct(r.busbw_gbps, _rail_want(result, p, rails))}
                        for r in p.rails]}
             for p in result.pairs]
 

@@ -14,6 +14,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -49,6 +50,7 @@ from nccl_doctor.bench.model import (
     pairs_stage,
 )
 from nccl_doctor.bench.pairs import (
+    SLOW_RATIO,
     Localisation,
     first_round,
     floor_gbps,
@@ -59,6 +61,7 @@ from nccl_doctor.bench.pairs import (
     plan_rails,
     predict_rounds,
     rails_share_links,
+    slow_ratio,
 )
 from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
 from nccl_doctor.cluster import Stage, StageFile
@@ -286,10 +289,13 @@ def launch_back_to_back(fn: Collective, group: Any, iters: int) -> None:
         work.wait()  # the current stream waits for the NCCL stream (and the host too, under blocking wait)
 
 
-def time_loop(fn: Collective, group: Any, iters: int, device: str) -> float:
+def time_loop(fn: Collective, group: Any, iters: int, device: str, barrier: Callable[[], None] | None = None) -> float:
     """Seconds per call of ``fn(group)`` on this rank: CUDA events on GPU, host clock on CPU, both after
-    a barrier (an all-reduce on ``group``)."""
-    dist.all_reduce(torch.zeros(1, device=device), group=group)
+    a barrier: an all-reduce on ``group``, or ``barrier`` (a rail's handshake: only its two ranks meet)."""
+    if barrier is None:
+        dist.all_reduce(torch.zeros(1, device=device), group=group)
+    else:
+        barrier()
     if device.startswith("cuda"):
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -328,55 +334,72 @@ def measure(op: Op, group_name: Group, group: Any, size: int, *, cfg: BenchConfi
 
 
 # --- the node-pair pass ----------------------------------------------------------------------------
-def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str) -> tuple[Collective, Callable[[Any], int]]:
-    """``size`` bytes one way, then back, one direction at a time. Returns (exchange, checked exchange ->
-    wrong elements received)."""
+@dataclass(frozen=True)
+class PingPong:
+    """One rail's exchange with its partner rank on the world group (point-to-point: only the two ranks
+    that talk connect). ``run(group)`` is one exchange (a ``Collective``; ``group`` is None, the world),
+    ``check()`` one checked exchange (the wrong elements received), ``handshake()`` a one-element exchange
+    that lines the two ends up before timing."""
+
+    run: Collective
+    check: Callable[[], int]
+    handshake: Callable[[], None]
+
+
+def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str) -> PingPong:
+    """``size`` bytes one way, then back, one direction at a time, between world ranks ``ends``."""
     first = rank == ends[0]
     other = ends[1] if first else ends[0]
     send = torch.full((size // FLOAT32_BYTES,), float(rank + 1), device=device)
     recv = torch.empty(size // FLOAT32_BYTES, device=device)
+    token = torch.zeros(1, device=device)
     slow_text, _, delay = os.environ.get(SLOW_RANK_ENV, "").partition(":")
     slow_s = float(delay) if slow_text == str(rank) and delay else 0.0
 
-    def fn(group: Any, async_op: bool = False) -> None:  # each leg waits for the other: synchronous by nature
+    def exchange(out: Any, into: Any) -> None:  # each leg waits for the other: synchronous by nature
+        if first:
+            dist.send(out, dst=other)
+            dist.recv(into, src=other)
+        else:
+            dist.recv(into, src=other)
+            dist.send(out, dst=other)
+
+    def run(group: Any = None, async_op: bool = False) -> None:
         if slow_s:
             time.sleep(slow_s)  # test seam: a slow rail (one rank's NIC) on a machine without one
-        if first:
-            dist.send(send, dst=other, group=group)
-            dist.recv(recv, src=other, group=group)
-        else:
-            dist.recv(recv, src=other, group=group)
-            dist.send(send, dst=other, group=group)
+        exchange(send, recv)
 
-    def check(g: Any) -> int:
+    def check() -> int:
         recv.zero_()
-        fn(g)
+        run(None)
         return int((recv != float(other + 1)).sum())
 
-    return fn, check
+    return PingPong(run=run, check=check, handshake=lambda: exchange(token, token))
 
 
 def measure_round(pairs: list[tuple[int, int]], node_ranks: Sequence[Sequence[int]], *, round_no: int,
-                  size_bytes: int, iters: int, warmup: int, timeout_s: float, device: str = "cpu",
+                  size_bytes: int, iters: int, warmup: int, device: str = "cpu",
                   nics: Sequence[str | None] = (), shared: bool = False) -> list[PairResult]:
     """All rails of all pairs of a round at once (``pairs.plan_rails``): local rank i of node a ping-pongs
-    local rank i of node b on their own 2-rank group (every rank creates every group, in order). One checked
-    exchange first (it also warms the connection), then ``warmup - 1`` more; a world all-reduce lines the
-    rails up, then ``iters`` timed. Every rank returns every pair's result, each with its rails; ``shared``:
-    the rails share the link, so a pair's figure is their sum (``pairs.pair_figure``)."""
+    local rank i of node b, point-to-point on the world group: no group is created (a ``new_group`` per
+    rail is a store barrier over every rank, thousands per round on a large cluster). One checked exchange
+    first (it also warms the connection), then ``warmup - 1`` more; a world all-reduce lines the rails up,
+    then each rail's two ranks shake hands and time ``iters`` exchanges. Every rank, in a rail or not (the
+    odd node out), makes the same three world all-reduces, so none waits on a rank that never calls.
+    Every rank returns every pair's result, each with its rails; ``shared``: the rails share the link, so a
+    pair's figure is their sum (``pairs.pair_figure``)."""
     rank = dist.get_rank()
     rails = plan_rails(pairs, node_ranks)
-    groups = [dist.new_group(list(r.ranks), timeout=timedelta(seconds=timeout_s)) for r in rails]
     times = torch.zeros(len(rails), dtype=torch.float64, device=device)
     wrong = torch.zeros(len(rails), dtype=torch.int64, device=device)
-    mine = [(k, *ping_pong(size_bytes, r.ranks, rank, device)) for k, r in enumerate(rails) if rank in r.ranks]
-    for k, fn, check in mine:
-        wrong[k] = check(groups[k])
+    mine = [(k, ping_pong(size_bytes, r.ranks, rank, device)) for k, r in enumerate(rails) if rank in r.ranks]
+    for k, pp in mine:
+        wrong[k] = pp.check()
         for _ in range(warmup - 1):
-            fn(groups[k])
+            pp.run(None)  # the world group
     dist.all_reduce(torch.zeros(1, device=device))  # every rail starts timing together: they share the fabric
-    for k, fn, _ in mine:
-        times[k] = time_loop(fn, groups[k], iters, device)
+    for k, pp in mine:
+        times[k] = time_loop(pp.run, None, iters, device, barrier=pp.handshake)
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     dist.all_reduce(wrong)
     secs, bad = [float(x) for x in times.tolist()], [int(x) for x in wrong.tolist()]
@@ -393,23 +416,23 @@ def measure_round(pairs: list[tuple[int, int]], node_ranks: Sequence[Sequence[in
     return out
 
 
-def localise(node_ranks: Sequence[Sequence[int]], *, size_bytes: int, iters: int, warmup: int = 1, timeout_s: float,
+def localise(node_ranks: Sequence[Sequence[int]], *, size_bytes: int, iters: int, warmup: int = 1,
              floor_gbps: float = 0.0, device: str = "cpu", nics: Sequence[str | None] = (), shared: bool = False,
-             on_round: Callable[[int, list[tuple[int, int]]], None] | None = None,
+             ratio: float = SLOW_RATIO, on_round: Callable[[int, list[tuple[int, int]]], None] | None = None,
              on_measured: Callable[[int, list[PairResult]], None] | None = None) -> Localisation:
     """Rounds until every node is resolved (or nothing new can be tested); the same result on every rank.
     ``node_ranks``: each node's world ranks in local-rank order (rail i is each node's i-th). ``nics``: each
     world rank's NIC where known. ``on_round(i, pairs)`` runs before round i (stage marks),
-    ``on_measured(i, results)`` after it."""
+    ``on_measured(i, results)`` after it. The exchanges time out with the world group (its init timeout)."""
     t0 = time.monotonic()
-    loc = Localisation(nnodes=len(node_ranks), floor_gbps=floor_gbps)
+    loc = Localisation(nnodes=len(node_ranks), floor_gbps=floor_gbps, slow_ratio=ratio)
     pairs = first_round(len(node_ranks))
     while pairs:
         i = len(loc.rounds) + 1
         if on_round:
             on_round(i, pairs)
         results = measure_round(pairs, node_ranks, round_no=i, size_bytes=size_bytes, iters=iters, warmup=warmup,
-                                timeout_s=timeout_s, device=device, nics=nics, shared=shared)
+                                device=device, nics=nics, shared=shared)
         loc.add(results)
         if on_measured:
             on_measured(i, results)
@@ -446,9 +469,9 @@ def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, prog
     nics = _guard(stages, world, host_of, lambda: _rank_nics(result.device))
     shared = rails_share_links(nodes, rails)
     loc = _guard(stages, world, host_of, lambda: localise(
-        [n.ranks for n in nodes], size_bytes=size, iters=iters, warmup=cfg.warmup, timeout_s=cfg.timeout_s,
+        [n.ranks for n in nodes], size_bytes=size, iters=iters, warmup=cfg.warmup,
         floor_gbps=floor_gbps(nodes, result.backend, 1 if shared else rails), device=result.device, nics=nics,
-        shared=shared, on_round=on_round, on_measured=on_measured))
+        shared=shared, ratio=slow_ratio(result.backend), on_round=on_round, on_measured=on_measured))
     result.pairs, result.pairs_seconds = loc.results, loc.seconds
     return loc
 

@@ -2,7 +2,8 @@
 
 Run by the CLI on a finished ``probe`` or ``preflight`` report. Only under Slurm (a Prolog, a health check
 or a job step: ``SLURMD_NODENAME`` or ``SLURM_JOB_ID`` set), only on a FAIL verdict of a check that ran,
-and only for nodes the FAIL findings name: this node (by its Slurm name, ``SLURMD_NODENAME``) or another
+and only for nodes the FAIL findings name, one name or a hostlist (``n[1-3]``: a problem that several nodes
+share is one finding) expanded into its names: this node (by its Slurm name, ``SLURMD_NODENAME``) or another
 node of this job (``SLURM_JOB_NODELIST``); a name from anywhere else is never passed to ``scontrol``. Never
 every node of a multi-node job: a fault on all of them is the job's settings or the network, not the nodes.
 Each node gets one ``scontrol update NodeName=<node> State=DRAIN Reason="nccl-doctor NDxxx: <why>"``, the
@@ -90,26 +91,43 @@ def why_not_slurm(report: Report, env: Mapping[str, str]) -> str | None:
     return None
 
 
+def named_nodes(host: str) -> list[str]:
+    """The names a finding's ``where.host`` holds: one, or a hostlist's expanded; one that does not expand (too
+    large, malformed) stays as it is, and is then refused as no node of this job."""
+    try:
+        return [str(h) for h in hostlist.expand_hostlist(host)]
+    except hostlist.BadHostlist:
+        return [host]
+
+
 def failing_nodes(report: Report, env: Mapping[str, str]) -> tuple[dict[str, list[Finding]], list[Finding]]:
-    """The Slurm nodes to drain, each with its FAIL findings, and a finding for each name refused."""
+    """The Slurm nodes to drain, each with its FAIL findings, and a finding for each finding's names refused."""
     me = env.get("SLURMD_NODENAME") or ""
     own = _own_names()
     members = set(job_nodes(env))
     nodes: dict[str, list[Finding]] = {}
-    refused: dict[str, str] = {}
+    refused: dict[str, list[str]] = {}  # why -> names refused for it
     reported = report.data.get("host")  # probe's one node: its findings are all about it
     for f in report.sorted_findings():
         host = f.where.host or (reported if isinstance(reported, str) else None)
         if f.severity is not Severity.FAIL or not host:
             continue
-        node = me if me and host in own | {me} else host if host in members else ""
-        if not node:
-            refused.setdefault(host, "it is not this node nor a node of this job")
-        elif not _NODE_NAME.fullmatch(node):
-            refused.setdefault(host, "not a plain Slurm node name")
-        else:
-            nodes.setdefault(node, []).append(f)
-    return nodes, [not_drained(f"{host}: {why}", host=host) for host, why in refused.items()]
+        for name in named_nodes(host):
+            node = me if me and name in own | {me} else name if name in members else ""
+            why = ("it is not this node nor a node of this job" if not node else
+                   "" if _NODE_NAME.fullmatch(node) else "not a plain Slurm node name")
+            if why:
+                refused.setdefault(why, []).append(name)
+            elif f not in nodes.setdefault(node, []):
+                nodes[node].append(f)
+    return nodes, [not_drained(f"{names_text(names)}: {why}", host=names_text(names)) for why, names in refused.items()]
+
+
+def names_text(names: list[str]) -> str:
+    """Refused names as one hostlist where they make one (plain names), else as they came; bounded (a forged
+    hostlist may expand to ``hostlist.MAX_SIZE`` names)."""
+    text = hosts_text(names) if all(_NODE_NAME.fullmatch(n) for n in names) else ", ".join(dict.fromkeys(names))
+    return clean_reason(text, MAX_ERROR_CHARS)
 
 
 def scontrol_path(env: Mapping[str, str]) -> str | None:

@@ -10,8 +10,8 @@ TEXTS: dict[str, CodeText] = {
         "Every collective returned correct data and no node or link stands out.",
         (
             "Every collective returned correct data and no node or link stands out: after a node-pair pass, no "
-            "pair is below a quarter of the best pair or under the floor (25% of the line rate on NCCL, 5% on "
-            "Gloo)."
+            "pair is below a quarter (NCCL) or a tenth (Gloo) of the best pair or under the floor (25% of the line "
+            "rate on NCCL, 5% on Gloo)."
         ),
         "Nothing to fix; the tables show each figure against the expected bandwidth (% of expected).",
     ),

@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from nccl_doctor.codes import Code
 from nccl_doctor.node.fsreader import FsReader
 from nccl_doctor.node.model import InterfaceKind, NodeFacts, NodeProbe, VirtualKind
-from nccl_doctor.report import Finding, Severity, finding, hosts_text
+from nccl_doctor.report import Finding, Severity, finding, hosts_text, plural
 
 UNSET = "(unset)"
 EVIDENCE_HOSTS = 4  # hosts named per value in a finding's evidence
+VALUES_SHOWN = 4  # values named in a finding's message, largest groups first; the rest as one count and hostlist
 
 # Settings expected to differ per node or per run: never reported.
 PER_NODE_ENV = {"NCCL_DEBUG_FILE", "NCCL_COMM_ID", "NCCL_HOSTID", "NCCL_DOCTOR_STAGE_DIR",
@@ -137,7 +138,8 @@ def compare_ranks(nodes: Sequence[Mapping[str, str]]) -> list[Finding]:
 def compare(nodes: Sequence[Mapping[str, str]]) -> list[Finding]:
     """One finding per key whose value is not the same on every node (a missing key reads ``(unset)``).
 
-    The message names every value with its nodes, largest group first, so the odd ones stand out."""
+    The message names the values with their nodes, largest group first, so the odd ones stand out: the
+    first ``VALUES_SHOWN``, then the rest as a count on their hostlist (1,024 values would be no line)."""
     if len(nodes) < 2:
         return []
     keys = sorted({k for n in nodes for k in n if _kind(k)})
@@ -155,8 +157,18 @@ def _differs(nodes: Sequence[Mapping[str, str]], key: str) -> Finding | None:
     code, severity, what, fix = kind
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     name = key.split(".", 1)[1]
-    sides = "; ".join(f"{value} on {hosts_text(hosts)}" for value, hosts in ordered)
     odd = [h for _, hosts in ordered[1:] for h in hosts]
-    return finding(code, severity, f"{what} {name} differs across nodes: {sides}", fix, host=hosts_text(odd),
-                   iface=name if what == "NIC" else None,
-                   evidence=[f"{h}: {name}={value}" for value, hosts in ordered for h in hosts[:EVIDENCE_HOSTS]])
+    return finding(code, severity, f"{what} {name} differs across nodes: {value_sides(ordered)}", fix,
+                   host=hosts_text(odd), iface=name if what == "NIC" else None,
+                   evidence=[f"{h}: {name}={value}" for value, hosts in [*ordered[1:], *ordered[:1]]
+                             for h in hosts[:EVIDENCE_HOSTS]])
+
+
+def value_sides(ordered: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """``2.21.5 on n[1-3]; 2.18.1 on n4``: the first ``VALUES_SHOWN`` values with their nodes, then
+    ``and 7 more values on n[5-11]``."""
+    shown = "; ".join(f"{value} on {hosts_text(hosts)}" for value, hosts in ordered[:VALUES_SHOWN])
+    rest = ordered[VALUES_SHOWN:]
+    if not rest:
+        return shown
+    return f"{shown}; and {plural(len(rest), 'more value')} on {hosts_text(h for _, hosts in rest for h in hosts)}"

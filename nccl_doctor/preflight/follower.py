@@ -30,6 +30,9 @@ IMPORTED_AT = time.monotonic()  # this process's own start-up begins about here 
 OWNER_WAIT_S = 5.0  # for node 0's run key to appear on a store that answered
 OWNER_POLL_S = 0.05
 FOLLOW_TICK_S = 0.2
+# while our ranks run, node 0's verdict is polled this often, not every tick: 1,024 followers' polls were
+# most of node 0's CPU while it watched (a verdict then reaches the ranks at most a second later)
+RUNNING_POLL_S = 1.0
 STAGE_RELAY_S = 0.5  # node 0 reads every node's stages each second
 VERDICT_GRACE_S = 15.0  # past the deadline without node 0's verdict: the follower's own backstop
 STORE_ERRORS = (RuntimeError, OSError)  # torch's store errors are RuntimeErrors
@@ -135,13 +138,17 @@ class Follower:
         Only a failing store call means node 0 is gone; any other error is ours and raised as such."""
         store = self.node.live
         started = sent_logs = False
-        relayed = 0.0
+        relayed = polled = 0.0
         while True:
+            running = started and not self.node.workers_done()
+            verdict, go, logs_wanted = None, False, False
             try:
-                verdict = store.get(VERDICT_KEY)
-                go = not started and verdict is None and store.get(GO_KEY) is not None
-                logs_wanted = (started and not sent_logs and self.node.workers_done()
-                               and store.get(LOGS_WANTED_KEY) is not None)
+                if time.monotonic() - polled >= (RUNNING_POLL_S if running else 0.0):
+                    polled = time.monotonic()
+                    verdict = store.get(VERDICT_KEY)
+                    go = not started and verdict is None and store.get(GO_KEY) is not None
+                    logs_wanted = (started and not sent_logs and not running
+                                   and store.get(LOGS_WANTED_KEY) is not None)
                 if started and time.monotonic() - relayed > STAGE_RELAY_S:  # our ranks' stages, for node 0
                     self.node.relay_stages()
                     relayed = time.monotonic()

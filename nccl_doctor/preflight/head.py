@@ -36,7 +36,7 @@ from nccl_doctor.preflight.protocol import (
     node_key,
     stages_key,
 )
-from nccl_doctor.preflight.store import bind_address, first_line, open_store, parsed, port_fix
+from nccl_doctor.preflight.store import Seen, bind_address, first_line, open_store, parsed, port_fix
 from nccl_doctor.preflight.verdict import (
     NodeVerdict,
     RankState,
@@ -72,6 +72,7 @@ class Head:
         self.plan = launcher.plan
         self.at: str = Stage.RENDEZVOUS  # the stage a rejected store value stops
         self.bound: str | None = None  # the one address node 0's store listens on (None: every interface)
+        self.stages_seen: Seen[NodeStages] = {}  # each node's stages value as last read (unchanged: not parsed)
 
     # --- the store and the rendezvous ------------------------------------------------------------
     def open_store(self, mine: NodePost) -> NodeVerdict | None:
@@ -205,7 +206,7 @@ class Head:
         store = self.node.live
         states = [RankState() for _ in range(self.plan.world_size)]
         beats = Beats(store, self.plan.nnodes, self.node.deadline)
-        t_run = last_stages = time.monotonic()
+        t_run = last_stages = last_beats = time.monotonic()
         while True:
             now = time.monotonic()
             first = store.get(RESULT_KEY)
@@ -215,17 +216,19 @@ class Head:
                 self.at = Stage.NCCL_LOGS
                 return self.finish(report, result, beats)
             errors = self.errors() if store.count(ERRORS_KEY) else {}  # a hint: the error keys are authenticated
-            if now - last_stages > STAGE_POLL_S:
+            stuck = None
+            if now - last_stages > STAGE_POLL_S:  # stages move once a second at most: so does "stuck"
                 self.update_stages(states)
-                last_stages = now
-            lost = beats.lost()
+                stuck, last_stages = stuck_stage(states, now, self.node.args.collective_timeout), now
+            lost: list[int] = []
+            if now - last_beats > LOST_CHECK_S:  # beats come once a second: reading them every tick costs 5x
+                lost, last_beats = beats.lost(), now
             local_dead = self.node.dead_workers()
             if errors or lost or local_dead:
                 time.sleep(self.node.left(REPORT_WAIT_S))  # let the other ranks report
                 errors = self.errors()
                 self.update_stages(states)
                 return self.fail(report, states, errors, lost=lost or beats.settle(), local_dead=local_dead)
-            stuck = stuck_stage(states, now, self.node.args.collective_timeout)
             if stuck or now > self.node.deadline:
                 return self.fail(report, states, {}, lost=[], local_dead=[], timeout=stuck or TOTAL)
             time.sleep(WATCH_TICK_S)
@@ -258,7 +261,7 @@ class Head:
         self.node.relay_stages()
         keys = [stages_key(i) for i in range(self.plan.nnodes)]
         marks: list[StageMark] = []
-        for key, node in zip(keys, self.node.live.read_all(keys, NodeStages.from_json), strict=True):
+        for key, node in zip(keys, self.node.live.read_all(keys, NodeStages.from_json, self.stages_seen), strict=True):
             if len(node.marks) != self.plan.nproc:
                 raise RejectedValueError(key, f"{len(node.marks)} stage marks for {self.plan.nproc} ranks")
             marks.extend(node.marks)

@@ -1,5 +1,10 @@
-"""Heartbeats: every node counts ``hb/<i>`` up once a second on a connection of its own; node 0 names the
+"""Heartbeats: every node counts ``hb/<i>`` up once a second from a thread of its own; node 0 names the
 nodes whose count stopped; a follower's watchdog leaves when node 0's store stops answering.
+
+The thread shares its node's one store connection (TCPStore serialises a client's calls and releases the
+GIL while it waits): at 1,024 nodes a second connection per node would double node 0's sockets for a
+value of a few bytes a second. A main thread stuck in a store call on a frozen node 0 holds the
+connection, so the beats stop too, which is exactly what the watchdog looks for.
 
 The count is an authenticated value (``set``), not a store counter (``add`` cannot carry a MAC): nobody
 without the secret can keep a dead node alive, and a replayed old count is not a beat (it must grow)."""
@@ -11,13 +16,11 @@ import time
 from collections.abc import Callable
 
 from nccl_doctor.preflight import store as stores
-from nccl_doctor.preflight.auth import Seal
 from nccl_doctor.preflight.protocol import heartbeat_count, heartbeat_key
 from nccl_doctor.preflight.store import Store
 
 HEARTBEAT_S = 1.0
 HEARTBEAT_LOST_S = 6.0  # no heartbeat for this long: the node is gone
-BEAT_CONNECT_S = 10.0  # the heartbeat connection's own store timeout
 JOIN_S = 2.0  # for the heartbeat thread at exit (a C++ store call still running at exit aborts the process)
 WATCH_S = 0.5  # how often a follower's watchdog looks
 HEAD_SILENT_S = HEARTBEAT_LOST_S + 4  # node 0's store has not answered a heartbeat this long: node 0 is lost
@@ -28,35 +31,33 @@ SETTLE_POLL_S = 0.5
 class Heartbeat:
     """This node's heartbeat thread. ``last`` is when node 0's store last answered it."""
 
-    def __init__(self, head: str, port: int, node: int, say: Callable[[str], None], seal: Seal | None = None):
-        self.head, self.port, self.key, self.say = head, port, heartbeat_key(node), say
-        self.seal = seal
+    def __init__(self, store: Store, node: int, say: Callable[[str], None], where: str):
+        self.store, self.key, self.say, self.where = store, heartbeat_key(node), say, where
         self.stop = threading.Event()
         self.last: float | None = None
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """A second connection, opened in the heartbeat thread itself: it never blocks the main one."""
+        """Beat from a thread: a slow step of the main one (a probe, a big value) never delays a beat."""
         self.thread = threading.Thread(target=self._beat, daemon=True, name="preflight-heartbeat")
         self.thread.start()
 
     def _beat(self) -> None:
         try:
-            beat_store = stores.client(self.head, self.port, BEAT_CONNECT_S, self.seal)
             count = 1
-            self._send(beat_store, count)
+            self._send(count)
             while not self.stop.wait(HEARTBEAT_S):
                 count += 1
-                self._send(beat_store, count)
+                self._send(count)
         except Exception as exc:
             if not self.stop.is_set():  # else node 0 may name this node lost (ND407): say why here
-                self.say(f"heartbeat to {self.head}:{self.port} stopped: {stores.first_line(exc)}")
+                self.say(f"heartbeat to {self.where} stopped: {stores.first_line(exc)}")
 
-    def _send(self, beat_store: Store, count: int) -> None:
+    def _send(self, count: int) -> None:
         """One beat, and node 0's answer: TCPStore's ``set`` does not wait for the server (a frozen node 0
         would still take beats into the socket buffer), so a ``check`` makes each beat a round trip."""
-        beat_store.set(self.key, str(count))
-        beat_store.has(self.key)
+        self.store.set(self.key, str(count))
+        self.store.has(self.key)
         self.last = time.monotonic()
 
     def close(self) -> None:

@@ -150,7 +150,7 @@ class Launcher:
         return mine
 
     def start_heartbeat(self) -> None:
-        self.heartbeat = Heartbeat(self.plan.head, self.plan.port, self.plan.node_rank, self.say, self.seal)
+        self.heartbeat = Heartbeat(self.live, self.plan.node_rank, self.say, f"{self.plan.head}:{self.plan.port}")
         self.heartbeat.start()
 
     def alone(self, mine: NodePost, stage: str, why: str, *, fix: str | None = None, code: Code | None = None,

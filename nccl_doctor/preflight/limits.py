@@ -11,7 +11,7 @@ from dataclasses import dataclass
 # connections each node opens to node 0's store: the launcher's own and its heartbeat's, and one per rank
 # (its process group rides on the same client). Measured (`ss state established sport = :PORT` every
 # 50 ms) on one node with 4 ranks: a peak of 6 = 2 + 4; so 1,000 nodes x 8 ranks need about 10,000.
-LAUNCHER_CONNECTIONS = 2
+LAUNCHER_CONNECTIONS = 1  # its main thread and heartbeat share one (heartbeat.py)
 RANK_CONNECTIONS = 1
 SPARE_FILES = 256  # node 0's own files, pipes, its ranks' logs, Python and torch
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
 from nccl_doctor.logs import diagnose, parse_paths
+from nccl_doctor.preflight.groups import group_findings, group_rows
 from nccl_doctor.preflight.protocol import LogSummary
 from nccl_doctor.report import Finding, Severity, Table, finding, hosts_text
 
@@ -35,7 +36,8 @@ def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> LogSummary:
 
 def nccl_log_findings(logs: list[LogSummary]) -> list[Finding]:
     """ND001 once per distinct reason a node's logs were not parsed: PASS when Gloo ran on CPU (there is
-    no NCCL to check), WARN otherwise (a check that could not run); then every node's parser findings."""
+    no NCCL to check), WARN otherwise (a check that could not run); then the nodes' parser findings, one per
+    distinct finding with the nodes that have it (``groups.py``)."""
     hosts: dict[str, list[str]] = {}
     for lg in logs:
         if lg.skipped:
@@ -43,20 +45,23 @@ def nccl_log_findings(logs: list[LogSummary]) -> list[Finding]:
     out = [finding(Code.CHECK_SKIPPED, Severity.PASS if why == NCCL_NEVER_RAN else Severity.WARN,
                    f"NCCL log check skipped: {why}", host=hosts_text(hosts[why]))
            for why in sorted(hosts)]
-    return out + [Finding.from_dict(f) for lg in logs for f in lg.findings]
+    return out + group_findings((lg.host, Finding.from_dict(f)) for lg in logs for f in lg.findings)
 
 
 def nccl_log_table(logs: list[LogSummary]) -> Table | None:
-    """What NCCL really used, per node and communicator (world, the HSDP intra- and inter-node groups)."""
+    """What NCCL really used, per communicator (world, the HSDP intra- and inter-node groups): one row per
+    distinct content with the nodes that have it as a hostlist, each communicator's rows together."""
     rows = []
     for lg in logs:
         for c in lg.communicators or []:
             inter = c.get("inter_node") or {}
             gdr = GDR_TEXT.get(inter.get("gdr"), "-")
-            rows.append((lg.host, str(c.get("id")), str(c.get("nranks") or "-"), str(c.get("nnodes") or "-"),
-                         ", ".join(c.get("intra_node") or []) or "-", inter.get("transport") or "-", gdr))
+            rows.append((lg.host, (str(c.get("id")), str(c.get("nranks") or "-"), str(c.get("nnodes") or "-"),
+                                   ", ".join(c.get("intra_node") or []) or "-", inter.get("transport") or "-", gdr)))
     if not rows:
         return None
+    grouped = group_rows(rows)
+    comms = list(dict.fromkeys(row[1] for row in grouped))  # a communicator's variants stay together
     return Table(title="Transports NCCL used (from its NCCL_DEBUG=INFO logs)",
                  columns=("host", "communicator", "ranks", "nodes", "intra-node", "inter-node", "GDR"),
-                 rows=tuple(rows))
+                 rows=tuple(sorted(grouped, key=lambda row: comms.index(row[1]))))

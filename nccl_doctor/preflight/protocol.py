@@ -352,7 +352,7 @@ class LogSummary:
 
     @classmethod
     def not_sent(cls, host: str) -> LogSummary:
-        return cls(host=host, skipped=f"{host} sent no NCCL log summary", sent=False)
+        return cls(host=host, skipped="the node sent no NCCL log summary", sent=False)  # one line for all such nodes
 
     def as_dict(self) -> dict[str, Any]:
         if not self.sent:

@@ -12,6 +12,7 @@ import hostlist
 from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.auth import SECRET_ENV, SECRET_FIX, RejectedValueError
+from nccl_doctor.preflight.groups import group_findings, rank_ranges
 from nccl_doctor.preflight.heartbeat import HEARTBEAT_LOST_S
 from nccl_doctor.preflight.limits import FilesLimit, files_needed, too_few
 from nccl_doctor.preflight.plan import NodePlan
@@ -37,6 +38,7 @@ DEFAULT_FIX = ("read the named hosts first: `nccl-doctor probe` there, dmesg, an
 INIT_GRACE_S = 10.0  # on top of --collective-timeout, before node 0 calls a rank stuck
 BENCH_COLLECTIVES = 3  # a bench stage may run this many collective timeouts (warm-up, timed, check)
 DRAIN_FIX = "dmesg, `scontrol show node`, and drain it before the job"
+BEHIND_SHOWN = 4  # (node, stage) groups of ranks named one by one; the rest as one count and hostlist
 
 
 @dataclass
@@ -88,9 +90,16 @@ def stage_limit(stage: str, collective_timeout: float) -> float:
 
 
 def stuck_stage(states: list[RankState], now: float, collective_timeout: float) -> str | None:
-    """The stage some rank has sat in past its limit."""
+    """The stage some rank has sat in past its limit (each stage's limit worked out once: 8,192 ranks sit in
+    a handful of stages)."""
+    limits: dict[str, float] = {}
     for st in states:
-        if st.stage != Stage.DONE and now - st.since > stage_limit(st.stage, collective_timeout):
+        if st.stage == Stage.DONE:
+            continue
+        limit = limits.get(st.stage)
+        if limit is None:
+            limit = limits[st.stage] = stage_limit(st.stage, collective_timeout)
+        if now - st.since > limit:
             return st.stage
     return None
 
@@ -110,10 +119,26 @@ def rank_picture(plan: NodePlan, states: list[RankState], errors: dict[int, Rank
     stage = (next((e.stage for e in errors.values()), None) or
              next((st.stage for st in states if st.seq == ahead), Stage.INIT))
     behind = [r for r, st in enumerate(states) if st.seq < ahead or st.seq < 0]
-    behind_text = ", ".join(f"rank {r} ({plan.host_of(r)}: {states[r].stage})" for r in behind)
+    behind_text = ranks_behind(plan, states, behind)
     evidence = tuple(f"rank {r} ({plan.host_of(r)}): {e.error.splitlines()[0] if e.error else '?'}"
                      for r, e in sorted(errors.items()))
     return RankPicture(stage, behind, behind_text, evidence)
+
+
+def ranks_behind(plan: NodePlan, states: list[RankState], behind: list[int]) -> str:
+    """``ranks 8-15 (n2: init), rank 17 (n3: groups)``: the ranks behind by node and stage, the first
+    ``BEHIND_SHOWN`` groups named, the others one count with their hostlist and stages (8,192 ranks stay a line)."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for r in behind:
+        groups.setdefault((plan.host_of(r), states[r].stage), []).append(r)
+    items = list(groups.items())
+    named = ", ".join(f"{rank_ranges(ranks)} ({host}: {stage})" for (host, stage), ranks in items[:BEHIND_SHOWN])
+    rest = items[BEHIND_SHOWN:]
+    if not rest:
+        return named
+    stages = sorted({stage for (_, stage), _ in rest})
+    return (f"{named}, and {plural(sum(len(ranks) for _, ranks in rest), 'more rank')} on "
+            f"{hosts_text(host for (host, _), _ in rest)} ({', '.join(stages)})")
 
 
 def lost_during_run(plan: NodePlan, lost: list[int], pic: RankPicture) -> Finding:
@@ -220,11 +245,11 @@ def nodes_agree(nnodes: int) -> Finding:
 
 
 def add_probe_findings(report: Report, nodes: list[NodePost]) -> None:
-    """Each node's WARN/FAIL probe findings, and one node's summary line (ND200); a one-node run also says
-    that its Gloo on loopback is fine here (ND215 PASS, a WARN in ``probe``, which cannot know the run)."""
-    for n in nodes:
-        report.extend(n.bad_findings())
-        report.extend(f for f in n.findings if f.code == Code.GLOO_BINDS_LOOPBACK and f.severity is Severity.PASS)
+    """Each node's WARN/FAIL probe findings, one per distinct problem with the nodes that have it
+    (``groups.py``), and one node's summary line (ND200); a one-node run also says that its Gloo on
+    loopback is fine here (ND215 PASS, a WARN in ``probe``, which cannot know the run)."""
+    report.extend(group_findings((n.host, f) for n in nodes for f in n.findings if f.severity is not Severity.PASS
+                                 or f.code == Code.GLOO_BINDS_LOOPBACK))
     summaries = [f for n in nodes for f in n.findings if f.code == Code.PROBE_SUMMARY]
     report.extend(summaries[:1])
 

@@ -90,8 +90,8 @@ def test_missing_socket_ifname_fails_in_seconds_with_the_fix(job_env):
         doc = _report(sc)
     assert rc == 1, out
     assert seconds < 30, f"took {seconds:.1f} s"
-    [first] = [f for f in _fails(doc) if f["where"].get("host") == "n1"]
-    assert "NCCL_SOCKET_IFNAME=missing" in first["message"]
+    [first] = [f for f in _fails(doc) if "NCCL_SOCKET_IFNAME=missing" in f["message"]]
+    assert first["where"]["host"] == "n[1-2]"  # one finding for the problem both nodes share
     assert first["fix"] == "export NCCL_SOCKET_IFNAME==eth1"
     assert "no rank was started" in out  # failed before any worker started
     assert doc["timings_s"]["total"] < 15

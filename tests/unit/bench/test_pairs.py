@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from nccl_doctor.bench.model import PairResult
 from nccl_doctor.bench.pairs import Localisation, first_round, next_round, predict_rounds
 
 
@@ -58,3 +59,24 @@ def test_without_a_floor_relative_speed_still_names_the_node():
 def test_absolute_floor_flags_uniformly_slow_cluster():
     loc = Localisation(nnodes=2, links={(0, 1): 0.01}, floor_gbps=0.05)
     assert loc.slow_links() == [(0, 1)]
+
+
+def measured(loc: Localisation, figures: dict[tuple[int, int], float]) -> None:
+    """One round of measured pairs, through ``add`` (as the bench records them)."""
+    loc.add([PairResult(a=a, b=b, size_bytes=1 << 22, iters=3, time_us=1.0, busbw_gbps=gbps, wrong=0,
+                        round=len(loc.rounds) + 1) for (a, b), gbps in figures.items()])
+
+
+@pytest.mark.parametrize("second", [1.4, 0.05])
+def test_a_slow_link_between_good_nodes_is_measured_again_before_it_is_blamed(second):
+    """Round 1 saw 0<->1 at a fraction of the others (a busy moment); both ends then run at full speed
+    against good nodes. Round 3 measures 0<->1 again: fast now, nothing is blamed; slow again, the link is."""
+    loc = Localisation(nnodes=4)
+    measured(loc, {(0, 1): 0.2, (2, 3): 1.5})
+    assert next_round(loc) == [(0, 2), (1, 3)]
+    measured(loc, {(0, 2): 1.5, (1, 3): 1.5})
+    assert next_round(loc) == [(0, 1)]
+    measured(loc, {(0, 1): second})
+    assert next_round(loc) == []
+    assert loc.slow_links() == ([] if second > 1 else [(0, 1)]) and loc.bad() == []
+    assert len(loc.results) == 5  # both figures of 0<->1 stay in the report

@@ -84,14 +84,41 @@ def test_this_host_is_drained_by_its_slurm_name(slurm_env):
     assert [c[1] for c in calls(slurm_env)] == ["NodeName=n1"]
 
 
-@pytest.mark.parametrize("host", ["n[1-3]", "n1,n2", "ALL", "n9", "n2 State=RESUME", "-n2"])
+@pytest.mark.parametrize("host", ["n[1-3]", "n[1-100000000]", "ALL", "n9", "n2 State=RESUME", "-n2", "n[2-3 x]"])
 def test_a_forged_or_foreign_node_name_never_reaches_scontrol(slurm_env, host):
-    """A FAIL from a log or a peer naming a hostlist, another node or extra arguments drains nothing."""
+    """A FAIL from a log or a peer naming every node of the job (as a hostlist), a hostlist too large to
+    expand, another node or extra arguments drains nothing."""
     report = Report(command="preflight", findings=[fail(host)])
     drain_on_fail(report, slurm_env)
     assert calls(slurm_env) == []
     [(sev, _, message)] = drain_findings(report)
     assert sev == "warn" and message.startswith("not drained: ")
+
+
+@pytest.mark.parametrize("host", ["n[2-3]", "n2,n3", "n[3,2,2]"])
+def test_a_hostlist_of_this_jobs_nodes_drains_each_by_its_plain_name(slurm_env, host):
+    """node 0 merges a problem several nodes share into one finding on their hostlist (``n[2-3]``): each of
+    them is drained by its own plain name, once, and none of the others."""
+    slurm_env["SLURM_JOB_NODELIST"] = "n[1-4]"
+    report = Report(command="preflight", findings=[fail(host), fail("n3", message="another failure on n3")])
+    drain_on_fail(report, slurm_env)
+    done = sorted(calls(slurm_env))
+    assert [c[:3] for c in done] == [["update", f"NodeName={n}", "State=DRAIN"] for n in ("n2", "n3")]
+    assert done[1][3].endswith("(+1 more)")  # n3's two failures, one drain
+    assert sorted((sev, h) for sev, h, _ in drain_findings(report)) == [("pass", "n2"), ("pass", "n3")]
+
+
+def test_a_hostlist_naming_foreign_nodes_drains_only_this_jobs(slurm_env):
+    """A hostlist that also names nodes of no job of ours (a forged peer value) drains the job's nodes it
+    names and refuses the others in one bounded WARN, however many it expands to."""
+    slurm_env["SLURM_JOB_NODELIST"] = "n[1-4]"
+    report = Report(command="preflight", findings=[fail("n[2,9-99999]"), fail("x[1-50000]")])
+    drain_on_fail(report, slurm_env)
+    assert [c[1] for c in calls(slurm_env)] == ["NodeName=n2"]
+    found = drain_findings(report)
+    assert [(sev, h) for sev, h, _ in found] == [("warn", "n[9-99999],x[1-50000]"), ("pass", "n2")]
+    assert found[0][2] == "not drained: n[9-99999],x[1-50000]: it is not this node nor a node of this job"
+    assert all(len(m) < 300 for _, _, m in found)
 
 
 def test_every_node_of_the_job_failing_drains_none(slurm_env):

@@ -15,14 +15,14 @@ def _plan(nnodes: int, nproc: int) -> NodePlan:
 
 
 def test_node_0_needs_a_descriptor_per_store_connection():
-    assert files_needed(1000, 8) == 1000 * (2 + 8) + 256  # the issue's ~10k connections at 1,000 x 8
+    assert files_needed(1000, 8) == 1000 * (1 + 8) + 256  # a launcher and 8 ranks per node, ~9k connections
 
 
 def test_a_hard_limit_too_low_for_the_node_count_is_one_warn():
     f = files_limit(_plan(1000, 8), FilesLimit(before=1024, soft=4096, hard=4096))
     assert f is not None and f.code == "ND413" and f.severity == "warn" and f.where.host == "n0"
     assert f.message.startswith("node 0's open-file limit is 4096 (hard limit 4096, raised from 1024), below the "
-                                "about 10256 its store needs for 1000 nodes x 8 ranks")
+                                "about 9256 its store needs for 1000 nodes x 8 ranks")
     assert files_limit(_plan(2, 8), FilesLimit(before=1024, soft=4096, hard=4096)) is None
     unlimited = resource.RLIM_INFINITY
     assert files_limit(_plan(1000, 8), FilesLimit(before=1024, soft=unlimited, hard=unlimited)) is None

@@ -58,7 +58,7 @@ def test_log_summaries_keep_each_variants_keys_in_the_report():
                                     "findings"]
     assert p.LogSummary.from_json(full.to_json()).as_dict() == full.as_dict()
     assert p.LogSummary.not_sent("n3").as_dict() == {"host": "n3", "findings": [],
-                                                      "skipped": "n3 sent no NCCL log summary"}
+                                                      "skipped": "the node sent no NCCL log summary"}
 
 
 def test_stages_are_their_strings():

@@ -107,4 +107,4 @@ def test_a_lost_node_is_named_with_the_ranks_behind():
     [f] = out.report.findings
     assert f.code == "ND407" and f.where.host == "n2" and launcher.absent == {1}
     assert f.message.startswith("node n2 stopped responding during stage bench x (no heartbeat for 6 s")
-    assert "ranks behind: rank 2 (n2: groups), rank 3 (n2: groups)" in f.message
+    assert "ranks behind: ranks 2-3 (n2: groups)" in f.message

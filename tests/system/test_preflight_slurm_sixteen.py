@@ -1,0 +1,63 @@
+"""``examples/preflight.sbatch`` on 16 namespace nodes under real Slurm (root): a healthy run passes with
+nothing above PASS; with n5 and n12 throttled, both FAIL and nobody else is blamed. The largest real run CI
+makes; node 0's protocol past it is measured by ``benchmarks/bench_scale.py`` (``docs/scale.md``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import hostlist
+import pytest
+
+from tests.helpers import slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+SBATCH = ROOT / "examples" / "preflight.sbatch"
+NODES = 16
+THROTTLED = (4, 11)  # n5 and n12
+DEADLINE = 150  # PREFLIGHT_TIMEOUT: 16 launchers and their ranks share this box's 2 cores
+
+pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.timeout(2 * DEADLINE + 120)]
+
+
+def job_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    env.update(PYTHONWARNINGS="ignore", PREFLIGHT_TIMEOUT=str(DEADLINE), NCCL_SOCKET_IFNAME="=eth1",
+               GLOO_SOCKET_IFNAME="eth1", PREFLIGHT_ARGS="--nproc-per-node 1",
+               SBATCH_GPUS_PER_NODE="0")  # the script asks for 8 GPUs per node; this test cluster has no GPU gres
+    return env
+
+
+def run(sc: slurm.SlurmCluster) -> tuple[int, str, dict]:
+    """One sbatch of the example; its exit code, output and JSON report."""
+    before = set(sc.dir.glob("preflight-*.json"))
+    rc, out = sc.submit(SBATCH, env=job_env(), timeout=DEADLINE + 30)
+    [path] = set(sc.dir.glob("preflight-*.json")) - before
+    return rc, out, json.loads(path.read_text())
+
+
+def named(doc: dict, severity: str) -> set[str]:
+    """Hosts named by the report's findings of ``severity`` (a hostlist names each of its nodes)."""
+    return {h for f in doc["findings"] if f["severity"] == severity and f["where"].get("host")
+            for h in hostlist.expand_hostlist(f["where"]["host"])}
+
+
+def test_sixteen_nodes_pass_healthy_and_fail_exactly_the_two_throttled():
+    with slurm.SlurmCluster(NODES) as sc:
+        rc, out, healthy = run(sc)
+        for i in THROTTLED:
+            sc.throttle(sc.nodes[i], "100mbit")
+        rc_slow, out_slow, slow = run(sc)
+    leftovers = sc.leftovers()  # torn down: no namespace, daemon or process left
+    assert rc == 0 and healthy["verdict"] == "pass", out
+    assert [f for f in healthy["findings"] if f["severity"] != "pass"] == [], out  # nothing above PASS
+    assert healthy["nnodes"] == NODES
+    assert rc_slow == 1 and slow["verdict"] == "fail", out_slow
+    assert named(slow, "fail") == {"n5", "n12"}, out_slow
+    assert sorted(slow["localisation"]["bad_nodes"]) == ["n12", "n5"]
+    assert named(slow, "warn") <= {"n5", "n12"}, out_slow  # nobody else blamed, not even in a warning
+    assert leftovers == []
