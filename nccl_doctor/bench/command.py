@@ -285,6 +285,9 @@ def _finish(args: argparse.Namespace, rank: int, stage_file: StageFile, report: 
         final = max(verdict, rendered)
         if not stage_file.managed:
             return final
+        # the report is out of our buffer before its code is recorded: once the launcher has the code it may
+        # stop this rank (torchrun stops every rank when one fails) and must not find the report lost with it
+        sys.stdout.flush()
         stage_file.set(Stage.DONE if shared else Stage.FAILED, code=final, error=error)
         # A shared verdict: exit 0, the launcher returns the recorded code and torchrun stays quiet.
         # A failure: exit non-zero so torchrun stops the ranks still waiting on the broken collective.
