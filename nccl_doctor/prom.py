@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import hostlist
+
 from nccl_doctor.report import Report, Severity
 from nccl_doctor.text import printable_data
 
@@ -28,6 +30,7 @@ VERDICT_VALUE = {Severity.PASS: 0, Severity.WARN: 1, Severity.FAIL: 2}
 BYTES_PER_GB = 1e9  # bench's GB/s are nccl-tests' (10^9 bytes per second)
 BYTES_PER_GBIT = 1e9 / 8  # an RDMA port's rate is in Gb/s (bits)
 BYTES_PER_MBIT = 1e6 / 8  # an interface's speed is in Mb/s (bits)
+MAX_NODE_SERIES = 8192  # nodes of one finding given a series each; past it the hostlist is one label
 
 
 def prom_text(report: Report, *, host: str) -> str:
@@ -65,12 +68,26 @@ def _verdict(registry: CollectorRegistry, report: Report, base: dict[str, str]) 
 
 def _findings(registry: CollectorRegistry, report: Report, base: dict[str, str]) -> None:
     """One series per (code, severity, host the finding is about); hosts a finding does not name are the
-    report's own."""
-    counts = Counter((str(f.code), f.severity.value, f.where.host or base["host"]) for f in report.findings)
+    report's own, and a finding that names several (a hostlist) counts for each of them."""
+    counts = Counter((str(f.code), f.severity.value, node) for f in report.findings
+                     for node in _nodes(f.where.host or base["host"]))
     g = _gauge(registry, "findings", "Findings of the run by code and severity; host: the node it is about.",
                ("code", "severity"))
     for (code, severity, about), n in sorted(counts.items()):
         g.labels(command=base["command"], host=about, code=code, severity=severity).set(n)
+
+
+def _nodes(host: str) -> list[str]:
+    """The nodes a finding names: preflight gives a problem that several nodes share one finding naming them
+    as a hostlist (``gpu[001-064]``); a dashboard keyed on the host wants a series per node. A list of more
+    than ``MAX_NODE_SERIES`` names (or one that is not a hostlist) stays one label, as it is."""
+    if "[" not in host and "," not in host:
+        return [host]
+    try:
+        names = [str(n) for n in hostlist.expand_hostlist(host)]  # (raises past hostlist.MAX_SIZE names)
+    except hostlist.BadHostlist:
+        return [host]
+    return names if 0 < len(names) <= MAX_NODE_SERIES else [host]
 
 
 def _bench(registry: CollectorRegistry, bench: Any, base: dict[str, str]) -> None:

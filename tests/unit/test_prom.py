@@ -125,3 +125,18 @@ def test_same_file_as_json_out_is_refused(tmp_path, capsys):
     assert main(["parse", str(LOG), "--prom-out", str(out), "--json-out", str(out)]) == 2
     assert "name the same file" in capsys.readouterr().err
     assert not os.path.exists(out)
+
+
+def test_a_finding_naming_a_hostlist_counts_for_each_of_its_nodes():
+    """preflight merges a problem several nodes share into one finding naming them as a hostlist: a dashboard
+    keyed on the host still gets one series per node. A forged list too long to expand stays one label."""
+    report = Report(command="preflight", findings=[
+        finding(Code.RDMA_PORT_NOT_ACTIVE, Severity.WARN, "m", host="gpu[01-03]"),
+        finding(Code.NODE_LOST, Severity.FAIL, "m", host="gpu02,gpu07"),
+        finding(Code.SOCKET_TRANSPORT, Severity.WARN, "m", host="x[1-99999]"),
+    ])
+    got = samples(prom_text(report, host="gpu01"))
+    warn = {lab["host"] for lab, v in got["nccl_doctor_findings"] if lab["code"] == Code.RDMA_PORT_NOT_ACTIVE}
+    assert warn == {"gpu01", "gpu02", "gpu03"}
+    assert {lab["host"] for lab, _ in got["nccl_doctor_findings"] if lab["code"] == Code.NODE_LOST} == {"gpu02", "gpu07"}
+    assert one(got, "nccl_doctor_findings", code=Code.SOCKET_TRANSPORT, host="x[1-99999]") == 1
