@@ -60,6 +60,7 @@ DEFAULT_GROUPS = "world,intra,inter"  # intra and inter only where they differ f
 MIN_TIMEOUT_S = 10.0
 MIN_COLLECTIVE_TIMEOUT_S = 5.0
 JOIN_GRACE_S = 60  # torchrun's own join timeout is longer than our deadline: ours fires first
+RANK0_REPORT_WAIT_S = 5.0  # a failing rank waits this long at most for rank 0 to print the report
 _WHOLE_RUN = "the whole run, start-up of torchrun and of every rank included"
 MIN_SECONDS = {"timeout": (MIN_TIMEOUT_S, _WHOLE_RUN), "deadline": (MIN_TIMEOUT_S, _WHOLE_RUN),
                "collective_timeout": (MIN_COLLECTIVE_TIMEOUT_S, "init_process_group waits for every rank to start")}
@@ -295,6 +296,8 @@ def _finish(args: argparse.Namespace, rank: int, stage_file: StageFile, report: 
 
     if rank == 0 if render is None else render:
         return Outcome.of(report, after_render=close)
+    if not shared:  # our non-zero exit makes torchrun stop every rank: rank 0 prints its report first
+        stage_file.wait_for_rank0(RANK0_REPORT_WAIT_S)
     return Outcome.exit(close(verdict))
 
 

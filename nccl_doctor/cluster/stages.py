@@ -13,6 +13,7 @@ from nccl_doctor.enums import StrEnum
 from nccl_doctor.files import atomic_write
 
 STAGE_DIR_ENV = "NCCL_DOCTOR_STAGE_DIR"
+RANK0_POLL_S = 0.05
 
 
 class Stage(StrEnum):
@@ -58,6 +59,21 @@ class StageFile:
         rec = {"rank": self.rank, "host": self.host, "stage": stage, "since": time.time(), "code": code,
                "error": error}
         atomic_write(self.path, json.dumps(rec))
+
+    def wait_for_rank0(self, seconds: float) -> None:
+        """Until rank 0 has recorded its code, at most ``seconds``. A failing rank's non-zero exit makes
+        torchrun stop every rank, rank 0 too, perhaps before it printed the report: the launcher would then
+        exit with the failing rank's code and no report (seen as an empty stdout). Only rank 0 of this node
+        is waited for (its file is in the same directory); elsewhere there is nothing to wait for."""
+        if self.path is None or self.rank == 0:
+            return
+        rank0 = self.path.with_name("rank0.json")
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            record = _read_stage(rank0)
+            if record is None or record.code is not None:
+                return
+            time.sleep(RANK0_POLL_S)
 
 
 def read_stages(stage_dir: Path) -> list[StageRecord]:
