@@ -221,14 +221,8 @@ def store_connections(port: int) -> int:
 
 def named_hosts(doc: dict[str, Any]) -> set[str]:
     """Hosts named by the report's WARN and FAIL findings, hostlists expanded."""
-    import hostlist
-
-    names: set[str] = set()
-    for f in doc.get("findings", []):
-        host = f["where"].get("host")
-        if f.get("severity") in ("warn", "fail") and host:
-            names.update(hostlist.expand_hostlist(host))
-    return names
+    return {name for f in doc.get("findings", []) if f.get("severity") in ("warn", "fail") and f["where"].get("host")
+            for name in reports.host_names(f["where"]["host"])}
 
 
 # --- the simulated followers ----------------------------------------------------------------------

@@ -17,9 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import hostlist
-
-from nccl_doctor.report import Report, Severity
+from nccl_doctor.report import Report, Severity, host_names
 from nccl_doctor.text import printable_data
 
 if TYPE_CHECKING:
@@ -81,12 +79,7 @@ def _nodes(host: str) -> list[str]:
     """The nodes a finding names: preflight gives a problem that several nodes share one finding naming them
     as a hostlist (``gpu[001-064]``); a dashboard keyed on the host wants a series per node. A list of more
     than ``MAX_NODE_SERIES`` names (or one that is not a hostlist) stays one label, as it is."""
-    if "[" not in host and "," not in host:
-        return [host]
-    try:
-        names = [str(n) for n in hostlist.expand_hostlist(host)]  # (raises past hostlist.MAX_SIZE names)
-    except hostlist.BadHostlist:
-        return [host]
+    names = host_names(host)
     return names if 0 < len(names) <= MAX_NODE_SERIES else [host]
 
 

@@ -209,6 +209,15 @@ def hosts_text(hosts: Iterable[str]) -> str:
         return ",".join(names)
 
 
+def host_names(text: str) -> list[str]:
+    """The hosts a ``Where.host`` names: one, or a compact list (``n[1-3]``, as ``hosts_text`` writes it)
+    expanded; text that is no hostlist (or would expand past ``hostlist.MAX_SIZE`` names) stays as it is."""
+    try:
+        return [str(h) for h in hostlist.expand_hostlist(text)]
+    except hostlist.BadHostlist:
+        return [text]
+
+
 def exit_code(report: Report, *, strict: bool = False) -> int:
     """0 pass or warn, 1 fail (or warn under ``--strict``), 2 when the check could not run (input errors
     are 2 too, raised before any report exists)."""

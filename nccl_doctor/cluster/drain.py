@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import hostlist
 
 from nccl_doctor.codes import Code
-from nccl_doctor.report import Finding, Report, Severity, finding, hosts_text
+from nccl_doctor.report import Finding, Report, Severity, finding, host_names, hosts_text
 
 SCONTROL_TIMEOUT_S = 20.0  # per node; a HealthCheckProgram is killed after 60 s
 MAX_REASON_CHARS = 120  # what `sinfo -R` shows in full; Slurm keeps a reason as one line
@@ -91,15 +91,6 @@ def why_not_slurm(report: Report, env: Mapping[str, str]) -> str | None:
     return None
 
 
-def named_nodes(host: str) -> list[str]:
-    """The names a finding's ``where.host`` holds: one, or a hostlist's expanded; one that does not expand (too
-    large, malformed) stays as it is, and is then refused as no node of this job."""
-    try:
-        return [str(h) for h in hostlist.expand_hostlist(host)]
-    except hostlist.BadHostlist:
-        return [host]
-
-
 def failing_nodes(report: Report, env: Mapping[str, str]) -> tuple[dict[str, list[Finding]], list[Finding]]:
     """The Slurm nodes to drain, each with its FAIL findings, and a finding for each finding's names refused."""
     me = env.get("SLURMD_NODENAME") or ""
@@ -112,7 +103,7 @@ def failing_nodes(report: Report, env: Mapping[str, str]) -> tuple[dict[str, lis
         host = f.where.host or (reported if isinstance(reported, str) else None)
         if f.severity is not Severity.FAIL or not host:
             continue
-        for name in named_nodes(host):
+        for name in host_names(host):  # a name that does not expand is refused as no node of this job
             node = me if me and name in own | {me} else name if name in members else ""
             why = ("it is not this node nor a node of this job" if not node else
                    "" if _NODE_NAME.fullmatch(node) else "not a plain Slurm node name")

@@ -7,8 +7,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import hostlist
-
 from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.auth import SECRET_ENV, SECRET_FIX, RejectedValueError
@@ -17,7 +15,7 @@ from nccl_doctor.preflight.heartbeat import HEARTBEAT_LOST_S
 from nccl_doctor.preflight.limits import FilesLimit, files_needed, too_few
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, Stage, key_owner
-from nccl_doctor.report import Finding, Report, Severity, exit_code, finding, hosts_text, plural
+from nccl_doctor.report import Finding, Report, Severity, exit_code, finding, host_names, hosts_text, plural
 
 STAGE_FIX: dict[str, str] = {
     Stage.RENDEZVOUS: "start preflight on every node (`srun --ntasks-per-node=1 nccl-doctor preflight`) and check "
@@ -67,14 +65,7 @@ def fix_for(stage: str) -> str:
 
 def expand_hosts(hostlists: Iterable[str]) -> list[str]:
     """Host names from ``Where.host`` values, each one host or a compact list (``n[1-3]``)."""
-    return [name for text in hostlists for name in _expand_one(text)]
-
-
-def _expand_one(text: str) -> list[str]:
-    try:
-        return list(hostlist.expand_hostlist(text))
-    except hostlist.BadHostlist:
-        return [text]
+    return [name for text in hostlists for name in host_names(text)]
 
 
 def nodes_word(n: int) -> str:
