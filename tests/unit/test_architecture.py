@@ -7,6 +7,7 @@ that names the offending module and line when one breaks.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +21,21 @@ MAX_MODULE_LINES = 600
 COMMAND_PACKAGES = ("logs", "node", "bench", "preflight", "cluster")
 
 
-def _modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+@functools.cache
+def _modules() -> tuple[Path, ...]:
+    return tuple(sorted(PACKAGE.rglob("*.py")))
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """Each module parsed once per session (the checks below walk every module once per module)."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def _graph() -> grimp.ImportGraph:
+    """The package's import graph, built once per session; the checks only read it."""
+    return grimp.build_graph("nccl_doctor")  # counts imports inside functions too
 
 
 def _dotted(path: Path) -> str:
@@ -48,10 +62,11 @@ def _top_level_imports(tree: ast.Module) -> set[str]:
     return names
 
 
-def _torch_modules() -> set[str]:
+@functools.cache
+def _torch_modules() -> frozenset[str]:
     """Our modules that import torch at their top: the only ones another module may import lazily."""
-    return {_dotted(p) for p in _modules()
-            if any(n == "torch" or n.startswith("torch.") for n in _top_level_imports(ast.parse(p.read_text())))}
+    return frozenset(_dotted(p) for p in _modules()
+                     if any(n == "torch" or n.startswith("torch.") for n in _top_level_imports(_tree(p))))
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -90,7 +105,7 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
 
 
 def test_no_import_cycles_anywhere_in_the_package():
-    graph = grimp.build_graph("nccl_doctor")  # counts imports inside functions too
+    graph = _graph()
     assert _cycles(graph) == []
 
 
@@ -114,7 +129,7 @@ def test_no_module_is_over_the_size_limit(path: Path):
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_imports_are_absolute_at_the_top_except_lazy_torch(path: Path):
     """A function-level import of our own code only ever hid a cycle; only torch's side may load late."""
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     top = set(map(id, tree.body))
     lazy_ok = _torch_modules()
     for node, name in _imports(tree):
@@ -127,7 +142,7 @@ def test_imports_are_absolute_at_the_top_except_lazy_torch(path: Path):
 
 @pytest.mark.parametrize("package", COMMAND_PACKAGES)
 def test_no_command_package_imports_the_cli(package: str):
-    graph = grimp.build_graph("nccl_doctor")
+    graph = _graph()
     for module in graph.find_descendants(f"nccl_doctor.{package}") | {f"nccl_doctor.{package}"}:
         assert not graph.direct_import_exists(importer=module, imported="nccl_doctor.cli"), module
 

@@ -12,6 +12,7 @@ import json
 import lzma
 import os
 import subprocess
+import sysconfig
 import tarfile
 import tempfile
 import time
@@ -204,8 +205,8 @@ def _system_python_reason() -> str | None:
 def test_on_a_python_without_data_filter_hostile_snapshots_fail_and_good_ones_replay(snap, tmp_path, outside, secret):
     """Debian's python3 with this checkout and the venv's packages on its path: the attacks that worked
     through the bare ``extractall`` fallback fail, and a real snapshot still replays."""
-    site = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site}", "LANG": "C.UTF-8", "HOME": "/nonexistent",
+    site = os.pathsep.join(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))  # this env's
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}{os.pathsep}{site}", "LANG": "C.UTF-8", "HOME": "/nonexistent",
            "TMPDIR": str(outside)}
 
     def probe(archive: Path) -> subprocess.CompletedProcess[str]:
