@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from nccl_doctor.preflight.auth import MAC_HEX, TAG, RejectedValueError, Seal
 from nccl_doctor.preflight.protocol import value_cap
@@ -36,11 +36,22 @@ LISTEN_BACKLOG = 4096
 _ABANDONED: list[threading.Thread] = []  # store calls given up on: the process must not wait for them at exit
 
 
+class RawStore(Protocol):
+    """The calls ``Store`` makes on torch's ``TCPStore`` (``tests/helpers/fake_store.py``: a dict behind them)."""
+
+    def set(self, key: str, value: bytes, /) -> None: ...
+    def get(self, key: str, /) -> bytes: ...
+    def add(self, key: str, amount: int, /) -> int: ...
+    def check(self, keys: list[str], /) -> bool: ...
+    def multi_get(self, keys: list[str], /) -> list[bytes]: ...
+    def multi_set(self, keys: list[str], values: list[bytes], /) -> None: ...
+
+
 class Store:
     """A TCPStore client or server (``raw``), with the few calls the launchers use, typed. ``seal``
     authenticates what is set and got (no secret: values travel as they are)."""
 
-    def __init__(self, raw: Any, seal: Seal | None = None):
+    def __init__(self, raw: RawStore, seal: Seal | None = None):
         self.raw = raw
         self.seal = seal or Seal()
 

@@ -75,6 +75,7 @@ def generated(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize(("range_bytes", "align"), [(1, False), (150, False), (5000, True), (20_000, False),
                                                     (60_000, True)])
+@pytest.mark.slow  # a generated log at every split size
 def test_generated_log_merges_exactly(generated, range_bytes, align):
     want = reports(parse_paths([generated]))
     got, merged = parallel_reports([generated], range_bytes, align)

@@ -18,6 +18,8 @@ from nccl_doctor.logs.model import MAX_COMMS, MAX_HOSTS, MAX_NAME_CHARS, MAX_NAM
 from nccl_doctor.render import render_json
 from tests.unit.logs.test_parallel_exact import parallel_reports, reports
 
+pytestmark = pytest.mark.slow  # past the parser's limits: millions of lines (the fast loop: -m 'not slow')
+
 EXTRA = 100
 SMALL_HOSTS, SMALL_COMMS, SMALL_NAMES = 2000, 1000, 300  # the limits in the slower tests (same code, smaller)
 

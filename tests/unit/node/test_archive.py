@@ -153,6 +153,7 @@ def _huge_member_archive(path: Path, claimed: int, zeros: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # a member past the total limit
 def test_a_huge_member_stops_at_the_total_limit_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """A header claiming 2 GiB, then more zeros than the limit: one line, exit 2, within seconds, nothing in
     TMPDIR (the old extraction wrote the member out)."""
@@ -180,6 +181,7 @@ def test_the_limits_are_parameters(snap, tmp_path):
         read_snapshot(snap, max_total_bytes=total - 1)
 
 
+@pytest.mark.slow  # 50,000 members
 def test_many_members_are_read_in_memory_without_inodes(tmp_path):
     """50k tiny members: read in seconds, no file made (the old extraction made one inode each)."""
     many = tmp_path / "many.tar.gz"

@@ -20,6 +20,8 @@ from tests.helpers import fleet
 from tests.helpers.fleet import FAULTY, GDR_OFF, LOST, MISSING, OLD, PORT_DOWN, SOCKET, STUCK
 from tests.unit.cluster.test_drain import FAKE_SCONTROL, calls
 
+pytestmark = pytest.mark.slow  # a 1,024-node report (the fast loop: -m 'not slow')
+
 LINES_PER_PROBLEM = 3 + EVIDENCE_SHOWN  # head, evidence shown, "... more in the JSON", fix
 LONGEST_LINE = 300  # characters: two or three rows of a terminal, whatever the node count
 # each distinct problem (code, severity) -> the nodes it must name, and only those
