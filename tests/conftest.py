@@ -53,9 +53,17 @@ def _torch_missing() -> str | None:
     return None
 
 
+SYSTEM = ROOT / "tests" / "system"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the serial marks below count
 def pytest_collection_modifyitems(config, items):
     """Skip, with the printed reason, what this machine cannot run: torch tests need torch; namespaces
-    need root; a Slurm cluster needs namespaces and slurmctld/slurmd/munge installed."""
+    need root; a Slurm cluster needs namespaces and slurmctld/slurmd/munge installed. System tests
+    (namespaces, Slurm daemons, fixed ports) are ``serial``: .ci/run runs them after the parallel run."""
+    for item in items:
+        if SYSTEM in item.path.parents or "netns" in item.keywords or "slurm" in item.keywords:
+            item.add_marker(pytest.mark.serial)
     torch_reason = _torch_missing() if any("torch" in item.keywords for item in items) else None
     netns_reason = netns.can_use_netns()
     slurm_reason = None

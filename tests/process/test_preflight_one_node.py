@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import poll
+
 pytestmark = pytest.mark.torch
+RANKS_EXIT_S = 0.5  # the ranks are gone this long after their launcher (polled: usually sooner)
 
 
 def _preflight(*argv: str) -> list[str]:
@@ -108,7 +111,7 @@ def test_sigterm_leaves_no_rank_behind(venv_env, tmp_path):
         time.sleep(1)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
-        time.sleep(0.5)
+        poll.until(lambda: marked.pids() == [], RANKS_EXIT_S)
         assert marked.pids() == [], "ranks outlived their launcher"
         assert proc.returncode == 130, err.read_text()[-2000:]  # stopped like Ctrl-C: "interrupted"
         assert list(tmp.iterdir()) == []  # its private NCCL log dir went with it
@@ -157,7 +160,7 @@ def _stalled_run(venv_env, tmp_path, *argv: str) -> tuple[subprocess.CompletedPr
         proc = subprocess.run(_preflight("--cpu", "--format", "json", *argv), env=env, capture_output=True, text=True,
                               timeout=100, check=False)
         seconds = time.monotonic() - t0
-        time.sleep(0.5)
+        poll.until(lambda: marked.pids() == [], RANKS_EXIT_S)
         assert marked.pids() == [], "ranks outlived their launcher"
     finally:
         marked.kill_all()

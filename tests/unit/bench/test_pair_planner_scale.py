@@ -68,6 +68,7 @@ def check_tables_stay_short(tables: list, slow: set[int], nodes: list) -> None:
     assert all(len(t.rows) <= SLOW_ROWS + SLOWEST_OTHERS for t in tables)
 
 
+@pytest.mark.serial  # counts its CPU seconds
 @pytest.mark.slow  # 8,192 nodes
 @pytest.mark.parametrize(("slow", "rounds", "report"), [(16, 3, False), (256, 3, True)])
 def test_slow_nodes_among_8192_are_named_exactly_in_few_rounds(slow, rounds, report):

@@ -131,6 +131,7 @@ def _best_ms(matcher: WarnMatcher, msg: str) -> float:
     return best
 
 
+@pytest.mark.serial  # times itself
 def test_hostile_warn_messages_cannot_make_the_parse_path_slow(catalog):
     """The catalog is matched on the parse path: a WARN crafted against each format (and one that made the
     backtracking matcher of --explain-unknown take ~0.7 s) costs well under a millisecond on an idle core."""

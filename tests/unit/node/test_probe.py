@@ -17,6 +17,7 @@ def test_missing_root_sys_is_input_error(tmp_path):
         probe_node(tmp_path, {})
 
 
+@pytest.mark.serial  # times itself
 def test_probe_node_is_fast(roots):
     t = time.perf_counter()
     probe_report(probe_node(roots["dgx_h100"], {}))
