@@ -16,6 +16,7 @@ def feed_all(filt, data):
             + b"".join(filt.flush())).decode()
 
 
+@pytest.mark.serial  # times itself
 def test_deadline_before_torchrun_started_says_so(tmp_path, monkeypatch):
     """A launcher still starting when the deadline fires: "start-up", not a network cause."""
     import tempfile

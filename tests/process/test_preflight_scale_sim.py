@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.serial]  # heartbeats of many simulated nodes on the CPUs
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
 NODES, RANKS = 40, 4

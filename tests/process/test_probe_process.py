@@ -43,6 +43,7 @@ def test_snapshot_of_live_system_round_trips(tmp_path, capsys):
     assert snap.stat().st_size < 200_000
 
 
+@pytest.mark.serial  # times itself
 def test_probe_never_imports_torch_and_is_fast(roots):
     code = ("import sys, time; from nccl_doctor.cli import main; t=time.perf_counter(); "
             f"rc=main(['probe','--root',{str(roots['dgx_h100'])!r},'--format','json']); "

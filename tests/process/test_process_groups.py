@@ -5,9 +5,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from nccl_doctor.cluster import procs
 
 
+@pytest.mark.serial  # times itself
 def test_kill_groups_terms_then_kills_what_ignores_term():
     code = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN) if sys.argv[1] == 'stubborn' "
             "else None; print('ready', flush=True); time.sleep(60)")
