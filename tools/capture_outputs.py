@@ -7,6 +7,9 @@ Runs, in subprocesses of the current interpreter: ``parse`` (JSON and text) on e
 fixture directory and on all logs at once; ``probe`` (JSON, text, JUnit) on the sysfs_builder trees under a few
 environments; every ``--help``; a few bad inputs. The fixtures are copied next to OUT first and their paths
 masked in the outputs, so two checkouts (or an old copy of the fixtures, ``--fixtures``) compare byte for byte.
+
+The suite makes the same comparison on every run, in-process, against ``tests/golden/``
+(``tests/unit/test_golden.py``: the same names and format, plus plan, explain and the renderers).
 """
 
 from __future__ import annotations
