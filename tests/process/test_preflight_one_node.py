@@ -122,6 +122,7 @@ def test_sigterm_leaves_no_rank_behind(venv_env, tmp_path):
         proc.wait()
 
 
+@pytest.mark.serial  # races SIGTERM against the checkpoint stage (failed once under -n 2: directory left)
 @pytest.mark.timeout(120)
 def test_a_stopped_fsdp_smoke_leaves_no_checkpoint_on_the_users_file_system(venv_env, tmp_path):
     """SIGTERM (scancel) while the --fsdp-smoke checkpoint exists: the ranks die before their own cleanup,

@@ -43,6 +43,7 @@ def test_deadline_kills_the_group_and_names_rendezvous():
     os.unlink(doc["worker_log"])  # kept for the user after a failure
 
 
+@pytest.mark.serial  # races SIGINT against the sweep (failed once under -n 2: exit 0)
 def test_ctrl_c_exits_130_without_torchrun_traceback(tmp_path):
     """SIGINT to the parent (Ctrl-C): it stops the workers and says `interrupted`, with none of torchrun's noise,
     and leaves no stage dir or launch log behind."""
