@@ -8,7 +8,7 @@ port) is checked by ``bench.command.check_environment``, with the environment it
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from nccl_doctor.bench.busbw import OPS, Op, parse_size, parse_sizes
 from nccl_doctor.bench.model import DEFAULT_COLLECTIVE_TIMEOUT_S, DEFAULT_TIMEOUT_S, GROUPS, Group
@@ -99,8 +99,7 @@ class BenchOptions:
     """``--format``, the report files, ``--strict`` (rank 0 writes them)."""
 
     # the launcher's own: the ranks get torchrun's layout, and ``deadline`` reaches them as ``timeout``
-    LAUNCH_ONLY = frozenset({"nproc_per_node", "nnodes", "rdzv_endpoint", "rdzv_id", "deadline",
-                             "output.drain_on_fail"})
+    LAUNCH_ONLY = frozenset({"nproc_per_node", "nnodes", "rdzv_endpoint", "rdzv_id", "deadline"})
 
     def __post_init__(self) -> None:
         """Fail fast, before anything is launched, naming the option and the value at fault."""
@@ -138,4 +137,4 @@ class BenchOptions:
             if value is not None:
                 out += [flag, str(value)]
         out += [flag for flag, on in (("--no-pairs", self.no_pairs), ("--cpu", self.cpu)) if on]
-        return out + replace(self.output, drain_on_fail=False).argv()
+        return out + self.output.argv()
