@@ -108,7 +108,7 @@ class OutputOptions:
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise InputError(f"--format: expected one of {', '.join(FORMATS)}, got {self.format!r}")
-        object.__setattr__(self, "files", MappingProxyType({k: Path(p) for k, p in self.files.items()}))
+        object.__setattr__(self, "files", MappingProxyType({OutputFormat(k): Path(p) for k, p in self.files.items()}))
 
     def file(self, kind: OutputFormat) -> Path | None:
         return self.files.get(kind)
