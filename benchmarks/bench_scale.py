@@ -109,7 +109,8 @@ class Faults:
 # --- node 0 -----------------------------------------------------------------------------------------
 def run_head(args: argparse.Namespace) -> dict[str, Any]:
     """The real node 0 (its ranks simulated); returns what it measured."""
-    from nccl_doctor.preflight.command import add_arguments, post_and_run
+    from nccl_doctor.cli import parse_options
+    from nccl_doctor.preflight.command import post_and_run
     from nccl_doctor.preflight.launcher import Launcher
     from nccl_doctor.preflight.plan import NodePlan
     from nccl_doctor.render import make_console, render_json, render_text
@@ -120,11 +121,8 @@ def run_head(args: argparse.Namespace) -> dict[str, Any]:
     plan = NodePlan(nnodes=args.nodes, node_rank=0, hosts=hosts, head="127.0.0.1", port=args.port,
                     nproc=args.ranks_per_node, slurm=True, host=hosts[0], run_id=args.run, step="0",
                     nproc_source="--nproc-per-node", launcher="Slurm")
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    pargs = p.parse_args(["--cpu", "--timeout", str(args.timeout), "--rendezvous-timeout", str(args.rendezvous_s),
-                          "--collective-timeout", str(args.collective_timeout)])
-    pargs.strict = False
+    _, pargs = parse_options(["preflight", "--cpu", "--timeout", str(args.timeout), "--rendezvous-timeout",
+                              str(args.rendezvous_s), "--collective-timeout", str(args.collective_timeout)])
     heads.bind_address = lambda head, nnodes: "127.0.0.1"  # the simulation never listens beyond loopback
     out: dict[str, Any] = {}
 

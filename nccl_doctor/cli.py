@@ -1,28 +1,31 @@
-"""The thin command line: parse arguments, call one command's ``run``, render, return the exit code.
+"""The thin command line: parse arguments, build the command's options, call its ``run``, render, return the
+exit code.
 
-Each command is a package whose ``command`` module has ``add_arguments(parser)``, ``inputs(args)`` and
-``run(args) -> Outcome`` (``outcome.CommandModule``); only the CLI renders. Only the chosen command's
-module is imported, so ``parse`` and ``probe`` start fast and never import torch.
+Each command is a package whose ``command`` module has ``add_arguments(parser)``, ``OPTIONS`` (its frozen
+options dataclass), ``inputs(options)`` and ``run(options) -> Outcome`` (``outcome.CommandModule``). The parsed
+``argparse.Namespace`` stops here: ``command_options`` turns it into ``OPTIONS``, which checks itself as it is
+built. Only the CLI renders, from the output table (``outputs.OUTPUTS``). Only the chosen command's module is
+imported, so ``parse`` and ``probe`` start fast and never import torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
-import socket
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from nccl_doctor import __version__
 from nccl_doctor.errors import DoctorError
 from nccl_doctor.files import check_output, location, stream_target, write_file
 from nccl_doctor.outcome import CommandModule, Listing, Outcome
-from nccl_doctor.prom import prom_text
-from nccl_doctor.render import make_console, render_json, render_junit, render_text
+from nccl_doctor.outputs import FORMATS, OUTPUTS, OutputFormat, OutputOptions, to_output
+from nccl_doctor.render import make_console, render_text
 from nccl_doctor.report import Report, exit_code
 from nccl_doctor.text import printable
 from nccl_doctor.usage import epilog
@@ -39,11 +42,9 @@ COMMANDS = {
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output")
-    g.add_argument("--format", choices=("text", "json"), default="text", help="stdout format (default: text)")
-    g.add_argument("--json-out", metavar="FILE", type=Path, help="also write the JSON report to FILE")
-    g.add_argument("--junit-out", metavar="FILE", type=Path, help="also write a JUnit XML report to FILE")
-    g.add_argument("--prom-out", metavar="FILE", type=Path,
-                   help="also write Prometheus metrics to FILE (node_exporter textfile collector: name it *.prom)")
+    g.add_argument("--format", choices=FORMATS, default="text", help="stdout format (default: text)")
+    for out in OUTPUTS:
+        g.add_argument(out.flag, metavar="FILE", type=Path, help=out.help)
     g.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
 
 
@@ -86,15 +87,35 @@ def _add_drain_option(p: argparse.ArgumentParser) -> None:
                         "the code in the reason (never the healthy ones); the report says what it did")
 
 
-def command_module(name: str) -> CommandModule:
-    return cast(CommandModule, importlib.import_module(COMMANDS[name][0]))
+def command_module(name: str) -> CommandModule[Any]:
+    return cast("CommandModule[Any]", importlib.import_module(COMMANDS[name][0]))
 
 
-def check_outputs(args: argparse.Namespace, inputs: tuple[Path, ...]) -> None:
-    outs = [p for p in (args.json_out, args.junit_out, getattr(args, "prom_out", None)) if p is not None]
-    files = [location(t) for t in (check_output(p, inputs=inputs) for p in outs) if not stream_target(t)]
+def output_options(namespace: argparse.Namespace) -> OutputOptions:
+    files = {out.name: path for out in OUTPUTS if (path := getattr(namespace, out.dest, None)) is not None}
+    return OutputOptions(format=namespace.format, files=files, strict=namespace.strict,
+                         drain_on_fail=getattr(namespace, "drain_on_fail", False))
+
+
+def command_options(module: CommandModule[Any], namespace: argparse.Namespace) -> Any:
+    """The command's ``OPTIONS`` from what argparse parsed: each field is the option of its name (``output``
+    the shared ones); building it checks it (``InputError``, naming the option)."""
+    names = {f.name for f in dataclasses.fields(module.OPTIONS)} - {"output"}
+    return module.OPTIONS(output=output_options(namespace), **{n: getattr(namespace, n) for n in names})
+
+
+def parse_options(argv: list[str]) -> tuple[str, Any]:
+    """The command named in ``argv`` and its options, as ``main`` builds them (the round-trip tests' parser)."""
+    namespace = build_parser(argv).parse_args(argv)
+    return namespace.command, command_options(command_module(namespace.command), namespace)
+
+
+def check_outputs(output: OutputOptions, inputs: tuple[Path, ...]) -> None:
+    paths = [path for _, path in output.written()]
+    files = [location(t) for t in (check_output(p, inputs=inputs) for p in paths) if not stream_target(t)]
     if len(set(files)) < len(files):  # (both to /dev/null is fine)
-        raise DoctorError("two of --json-out, --junit-out and --prom-out name the same file")
+        flags = [out.flag for out in OUTPUTS]
+        raise DoctorError(f"two of {', '.join(flags[:-1])} and {flags[-1]} name the same file")
 
 
 # Their reports hold the node's NIC inventory, addresses and NCCL settings: written 0600.
@@ -123,61 +144,60 @@ def _write_stdout(write: Callable[[], object]) -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def emit(report: Report, args: argparse.Namespace, inputs: tuple[Path, ...]) -> int:
-    """Render to stdout first (the report is never lost), then the files. The exit code is the
-    verdict's; a file that cannot be written raises ``DoctorError``."""
-    _write_stdout(lambda: sys.stdout.write(render_json(report)) if args.format == "json"
-                  else render_text(report, make_console(sys.stdout)))
-    private = args.command in PRIVATE_REPORTS
-    if args.json_out:
-        write_output(args.json_out, render_json(report), inputs=inputs, private=private)
-    if args.junit_out:
-        write_output(args.junit_out, render_junit(report, strict=args.strict), inputs=inputs, private=private)
-    if getattr(args, "prom_out", None):  # states and counts only, for the collector's user: not private
-        write_output(args.prom_out, prom_text(report, host=socket.gethostname()), inputs=inputs)
-    return exit_code(report, strict=args.strict)
+def emit(report: Report, command: str, output: OutputOptions, inputs: tuple[Path, ...]) -> int:
+    """Render to stdout first (the report is never lost), then each file the table names. The exit code is
+    the verdict's; a file that cannot be written raises ``DoctorError``."""
+    _write_stdout(lambda: sys.stdout.write(to_output(OutputFormat.JSON).render(report, output))
+                  if output.format == "json" else render_text(report, make_console(sys.stdout)))
+    for out, path in output.written():
+        write_output(path, out.render(report, output), inputs=inputs,
+                     private=out.private and command in PRIVATE_REPORTS)
+    return exit_code(report, strict=output.strict)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    module = command_module(args.command)
+    namespace = parser.parse_args(argv)
+    command: str = namespace.command
+    module = command_module(command)
     try:
-        inputs = module.inputs(args)
-        check_outputs(args, inputs)
-        return finish(module.run(args), args, inputs)
+        options = command_options(module, namespace)
+        output: OutputOptions = options.output
+        inputs = module.inputs(options)
+        check_outputs(output, inputs)
+        return finish(module.run(options), command, output, inputs)
     except DoctorError as exc:
-        return _error(args, exc)
+        return _error(command, exc)
     except KeyboardInterrupt:
-        print(f"nccl-doctor {args.command}: interrupted", file=sys.stderr)
+        print(f"nccl-doctor {command}: interrupted", file=sys.stderr)
         return 130
 
 
-def finish(outcome: Outcome, args: argparse.Namespace, inputs: tuple[Path, ...]) -> int:
+def finish(outcome: Outcome, command: str, output: OutputOptions, inputs: tuple[Path, ...]) -> int:
     """Render the outcome's report (if any), then let the command close with the code it came to."""
     if outcome.listing is not None:
-        return emit_listing(outcome.listing, args, inputs)
+        return emit_listing(outcome.listing, output, inputs)
     if outcome.report is None:
         return outcome.exit_code
-    if getattr(args, "drain_on_fail", False):  # before rendering: the report says what it did
+    if output.drain_on_fail:  # before rendering: the report says what it did
         drain_on_fail(outcome.report, os.environ)
     try:
-        code = emit(outcome.report, args, inputs)
+        code = emit(outcome.report, command, output, inputs)
     except DoctorError as exc:
-        code = _error(args, exc)
+        code = _error(command, exc)
     return outcome.after_render(code) if outcome.after_render else code
 
 
-def emit_listing(listing: Listing, args: argparse.Namespace, inputs: tuple[Path, ...]) -> int:
+def emit_listing(listing: Listing, output: OutputOptions, inputs: tuple[Path, ...]) -> int:
     """A listing to stdout (text, or its JSON document), and its document to ``--json-out``; 0."""
     document = json.dumps(listing.document, indent=2) + "\n"
-    _write_stdout(lambda: sys.stdout.write(document if args.format == "json" else listing.text))
-    if args.json_out:
-        write_output(args.json_out, document, inputs=inputs)
+    _write_stdout(lambda: sys.stdout.write(document if output.format == "json" else listing.text))
+    if (path := output.file(OutputFormat.JSON)) is not None:
+        write_output(path, document, inputs=inputs)
     return 0
 
 
-def _error(args: argparse.Namespace, exc: DoctorError) -> int:
-    print(f"nccl-doctor {args.command}: error: {printable(str(exc))}", file=sys.stderr)  # it may quote input
+def _error(command: str, exc: DoctorError) -> int:
+    print(f"nccl-doctor {command}: error: {printable(str(exc))}", file=sys.stderr)  # it may quote input
     return exc.exit_code

@@ -11,12 +11,14 @@ import argparse
 import difflib
 import re
 import textwrap
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nccl_doctor.codes import CODES, Code
 from nccl_doctor.errors import InputError
 from nccl_doctor.outcome import Listing, Outcome
+from nccl_doctor.outputs import OutputFormat, OutputOptions, to_output
 
 WIDTH = 100  # the wrapped paragraphs of one code (terminal width does not change the text)
 INDENT = "  "
@@ -31,6 +33,26 @@ RANGES = {  # a code's hundreds digit: the command that raises it (codes/__init_
     "5": "plan: the FSDP/HSDP mesh measured bandwidth recommends",
 }
 SLUGS: dict[str, Code] = {c.slug: c for c in Code}
+REFUSED = (OutputFormat.JUNIT, OutputFormat.PROM)  # a report's outputs: refused, never silently left unwritten
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplainOptions:
+    """What ``nccl-doctor explain`` looks up."""
+
+    code: str | None = None
+    """``CODE``: a finding code as ND102, nd102, 102 or its name (socket-fallback); None lists every code."""
+    output: OutputOptions = field(default_factory=OutputOptions)
+    """``--format`` and ``--json-out`` (a listing has no findings for the other files)."""
+
+    LAUNCH_ONLY = frozenset[str]()  # explain launches nothing: argv() gives every option
+
+    def argv(self) -> list[str]:
+        """The command line that gives these options back."""
+        return ["explain", *([self.code] if self.code is not None else []), *self.output.argv()]
+
+
+OPTIONS = ExplainOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,17 +61,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "code with its summary)")
 
 
-def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
+def inputs(options: ExplainOptions) -> tuple[Path, ...]:
     return ()
 
 
-def run(args: argparse.Namespace) -> Outcome:
-    for option in ("junit_out", "prom_out"):  # a report's outputs: refused, never silently left unwritten
-        if getattr(args, option, None) is not None:
-            raise InputError(f"explain has no findings to write to --{option.replace('_', '-')}: drop it")
-    if args.code is None:
+def run(options: ExplainOptions) -> Outcome:
+    for kind in REFUSED:
+        if options.output.file(kind) is not None:
+            raise InputError(f"explain has no findings to write to {to_output(kind).flag}: drop it")
+    if options.code is None:
         return Outcome.of_listing(code_list())
-    return Outcome.of_listing(code_entry(find_code(args.code)))
+    return Outcome.of_listing(code_entry(find_code(options.code)))
 
 
 def find_code(text: str) -> Code:

@@ -9,12 +9,13 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from nccl_doctor.report import Report
 from nccl_doctor.text import printable, printable_data
 
 AfterRender = Callable[[int], int]
+OptionsT = TypeVar("OptionsT")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,13 +59,17 @@ class Outcome:
         return cls(exit_code=code)
 
 
-class CommandModule(Protocol):
-    """A command's module: ``nccl_doctor.<package>.command``."""
+class CommandModule(Protocol[OptionsT]):
+    """A command's module: ``nccl_doctor.<package>.command``. The CLI parses with ``add_arguments``, builds
+    ``OPTIONS`` (a frozen dataclass, checked as it is built) from what it parsed, and hands that to
+    ``inputs`` and ``run``: what argparse parsed stops at the CLI."""
+
+    OPTIONS: type[OptionsT]
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
-    def inputs(self, args: argparse.Namespace) -> tuple[Path, ...]:
+    def inputs(self, options: OptionsT) -> tuple[Path, ...]:
         """The files the user gave to read: an output over (or inside) one is refused before any work."""
         ...
 
-    def run(self, args: argparse.Namespace) -> Outcome: ...
+    def run(self, options: OptionsT) -> Outcome: ...

@@ -13,20 +13,19 @@ import argparse
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from nccl_doctor.bench.busbw import GIB, MIB, OPS, Op, parse_size, parse_sizes
+from nccl_doctor.bench.busbw import GIB, MIB, parse_size, parse_sizes
 from nccl_doctor.bench.device import CudaUnusable, expects_nccl
 from nccl_doctor.bench.judge import coverage, judge, measured_nothing
 from nccl_doctor.bench.model import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
-    GROUPS,
     Backend,
     BenchFailure,
-    Group,
 )
+from nccl_doctor.bench.options import DEFAULT_GROUPS, DEFAULT_OPS, BenchOptions, parse_groups, parse_ops
 from nccl_doctor.bench.view import ProgressPrinter, blocked_report, build_report, failure_report, launch_failed_report
 from nccl_doctor.cluster import (
     LOG_ENV,
@@ -34,12 +33,10 @@ from nccl_doctor.cluster import (
     Stage,
     StageFile,
     check_rdzv_port,
-    check_seconds,
     die_with_parent,
     in_worker,
     launch_notes,
     overridden,
-    parse_endpoint,
     plan_launch,
     port_from_env,
     rdzv_port_origin,
@@ -52,23 +49,12 @@ from nccl_doctor.node import check, probe_node
 from nccl_doctor.outcome import Outcome
 from nccl_doctor.report import Report, Severity, exit_code, finding
 
-DEFAULT_OPS = "all_gather,reduce_scatter,all_reduce"
-DEFAULT_GROUPS = "world,intra,inter"  # intra and inter only where they differ from world
-# below these a deadline only measures how fast torch starts: the whole run includes torchrun's and each
-# rank's start-up (3-5 s on an idle 2-core box, more on a loaded GPU node); init_process_group waits for
-# every rank of every node to arrive, which the ranks' own imports can spread by seconds
-MIN_TIMEOUT_S = 10.0
-MIN_COLLECTIVE_TIMEOUT_S = 5.0
 JOIN_GRACE_S = 60  # torchrun's own join timeout is longer than our deadline: ours fires first
 RANK0_REPORT_WAIT_S = 5.0  # a failing rank waits this long at most for rank 0 to print the report
-_WHOLE_RUN = "the whole run, start-up of torchrun and of every rank included"
-MIN_SECONDS = {"timeout": (MIN_TIMEOUT_S, _WHOLE_RUN), "deadline": (MIN_TIMEOUT_S, _WHOLE_RUN),
-               "collective_timeout": (MIN_COLLECTIVE_TIMEOUT_S, "init_process_group waits for every rank to start")}
-OP_ALIASES = {"ag": Op.ALL_GATHER, "rs": Op.REDUCE_SCATTER, "ar": Op.ALL_REDUCE,
-              "all-gather": Op.ALL_GATHER, "reduce-scatter": Op.REDUCE_SCATTER, "all-reduce": Op.ALL_REDUCE}
 DEFAULT_SIZES = {"cuda": "1M:1G:4", "cpu": "64K:64M:4"}
 ITER_BUDGET = {"cuda": 8 * GIB, "cpu": 64 * MIB}
 PAIR_SIZE = {"cuda": 256 * MIB, "cpu": 16 * MIB}
+OPTIONS = BenchOptions
 # probe findings that make a launch pointless, by the backend the ranks will use
 BLOCKERS = {Backend.GLOO: {Code.GLOO_IFNAME_INVALID},
             Backend.NCCL: {Code.SOCKET_IFNAME_MATCHES_NOTHING, Code.NCCL_NET_UNAVAILABLE,
@@ -113,119 +99,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--cpu", action="store_true", help="use Gloo on CPU even when GPUs are visible")
 
 
-# --- argument checks (both sides) -------------------------------------------------------------------
-def parse_ops(text: str) -> tuple[Op, ...]:
-    ops: list[Op] = []
-    for raw in (t.strip().lower() for t in text.split(",") if t.strip()):
-        name = OP_ALIASES.get(raw, raw)
-        if name not in OPS:
-            raise InputError(f"--ops: unknown op {raw!r}; choose from {', '.join(OPS)} (or ag, rs, ar)")
-        op = Op(name)
-        if op not in ops:
-            ops.append(op)
-    if not ops:
-        raise InputError("--ops: empty")
-    return tuple(ops)
-
-
-def parse_groups(text: str) -> tuple[Group, ...]:
-    names = tuple(dict.fromkeys(t.strip().lower() for t in text.split(",") if t.strip()))
-    bad = [g for g in names if g not in GROUPS]
-    if bad or not names:
-        raise InputError(f"--groups: unknown {', '.join(bad) or '(empty)'}; choose from {', '.join(GROUPS)}")
-    return tuple(Group(g) for g in names)
-
-
-def check_args(args: argparse.Namespace) -> None:
-    """Fail fast, before anything is launched, naming the option and the value at fault."""
-    for flag, value in (("--ops", args.ops), ("--groups", args.groups), ("--sizes", args.sizes),
-                        ("--pair-size", args.pair_size)):
-        if value is not None and not value.strip():  # (else `args.ops or DEFAULT_OPS` runs the defaults)
-            raise InputError(f"{flag}: empty")
-    parse_ops(args.ops or DEFAULT_OPS)
-    parse_groups(args.groups or DEFAULT_GROUPS)
-    _check_size("--sizes", args.sizes, parse_sizes)
-    _check_size("--pair-size", args.pair_size, parse_size)
-    for name in ("iters", "nproc_per_node", "nnodes"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
-    if args.warmup < 0:
-        raise InputError(f"--warmup must be >= 0, got {args.warmup}")
-    if args.warmup < 1 and expects_nccl(os.environ, force_cpu=args.cpu):
+# --- argument checks (both sides; the options check themselves as they are built) --------------------
+def check_environment(options: BenchOptions, env: Mapping[str, str]) -> None:
+    """What the options mean in this environment, before anything is launched: one line naming the option."""
+    if options.warmup < 1 and expects_nccl(env, force_cpu=options.cpu):
         raise InputError("--warmup 0 on NCCL would time the connection setup (CUDA kernel loading, NCCL's first use "
                          "of an algorithm) as the first iteration: use --warmup 1 or more (or --cpu for Gloo)")
-    for name in ("timeout", "collective_timeout", "deadline"):
-        v = getattr(args, name, None)
-        if v is not None:
-            low, why = MIN_SECONDS[name]
-            check_seconds(v, f"--{name.replace('_', '-')}", minimum=low, why=why)
-    if getattr(args, "deadline", None) is not None:  # the old name wins: it is what the user typed
-        args.timeout = args.deadline
-    if args.rdzv_endpoint is not None:
-        parse_endpoint(args.rdzv_endpoint)  # syntax and port here; plan_launch resolves the host
-    if not in_worker(os.environ):  # the launcher reads MASTER_PORT (its rendezvous port); the ranks get torchrun's
-        port_from_env(os.environ)
-
-
-def _check_size(flag: str, text: str | None, parse: Callable[[str], object]) -> None:
-    try:
-        if text is not None:
-            parse(text)
-    except ValueError as exc:
-        raise InputError(f"{flag} {text!r}: {exc}") from None
-
-
-def worker_argv(args: argparse.Namespace) -> list[str]:
-    """The workers' command line: the measurement and output options, never the launch ones."""
-    out = ["bench", "--warmup", str(args.warmup), "--timeout", str(args.timeout),
-           "--collective-timeout", str(args.collective_timeout), "--format", args.format]
-    for flag, value in (("--ops", args.ops), ("--groups", args.groups), ("--sizes", args.sizes),
-                        ("--iters", args.iters), ("--pair-size", args.pair_size)):
-        if value is not None:
-            out += [flag, str(value)]
-    for flag, path in (("--json-out", args.json_out), ("--junit-out", args.junit_out)):
-        if path is not None:
-            out += [flag, str(Path(path).resolve())]
-    if getattr(args, "prom_out", None) is not None:  # absolute, its own name kept: a link there is replaced
-        out += ["--prom-out", str(Path(args.prom_out).absolute())]
-    out += [f for f, on in (("--no-pairs", args.no_pairs), ("--cpu", args.cpu), ("--strict", args.strict)) if on]
-    return out
+    if not in_worker(env):  # the launcher reads MASTER_PORT (its rendezvous port); the ranks get torchrun's
+        port_from_env(env)
 
 
 # --- entry -----------------------------------------------------------------------------------------
-def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
+def inputs(options: BenchOptions) -> tuple[Path, ...]:
     return ()
 
 
-def run(args: argparse.Namespace) -> Outcome:
-    check_args(args)
+def run(options: BenchOptions) -> Outcome:
+    check_environment(options, os.environ)
     if in_worker(os.environ):
-        return run_worker(args, os.environ)
-    blocked = launch_blockers(args, os.environ)
+        return run_worker(options, os.environ)
+    blocked = launch_blockers(options, os.environ)
     if blocked is not None:
         return Outcome.of(blocked)
-    cfg = plan_launch(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
-                      rdzv_id=args.rdzv_id, join_timeout_s=args.timeout + JOIN_GRACE_S, deadline_s=args.timeout,
-                      env=os.environ, cpu=args.cpu)
-    check_rdzv_port(cfg, rdzv_port_origin(args.rdzv_endpoint, os.environ, cfg.nnodes))
-    outcome = self_launch(worker_argv(args), cfg)
+    cfg = plan_launch(nnodes=options.nnodes, nproc_per_node=options.nproc_per_node,
+                      rdzv_endpoint=options.rdzv_endpoint, rdzv_id=options.rdzv_id,
+                      join_timeout_s=options.timeout + JOIN_GRACE_S, deadline_s=options.timeout, env=os.environ,
+                      cpu=options.cpu)
+    check_rdzv_port(cfg, rdzv_port_origin(options.rdzv_endpoint, os.environ, cfg.nnodes))
+    outcome = self_launch(options.argv(), cfg)
     code = outcome.final_code()
     if code is not None:
         return Outcome.exit(code)
     return Outcome.of(launch_failed_report(outcome, cfg.notes))
 
 
-def launch_blockers(args: argparse.Namespace, env: Mapping[str, str], root: Path = Path("/")) -> Report | None:
+def launch_blockers(options: BenchOptions, env: Mapping[str, str], root: Path = Path("/")) -> Report | None:
     """Probe this node first (~30 ms): an interface variable that matches nothing would only surface
     minutes later as an init timeout on every rank. Returns the report to show instead of launching."""
-    backend = Backend.NCCL if expects_nccl(env, force_cpu=args.cpu) else Backend.GLOO
+    backend = Backend.NCCL if expects_nccl(env, force_cpu=options.cpu) else Backend.GLOO
     findings = [f for f in check(probe_node(root, env)) if f.code in BLOCKERS[backend]
                 and f.severity is Severity.FAIL]
     return blocked_report(findings, backend) if findings else None
 
 
-def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Outcome:
+def run_worker(options: BenchOptions, env: Mapping[str, str]) -> Outcome:
     """One rank. Rank 0 renders the report; every rank returns the shared exit code (0 under our
     launcher, which reads the code from the stage files). 2 when nothing at all was measured."""
     die_with_parent(env)  # under our launcher: never outlive its torchrun (a SIGKILLed launcher's too)
@@ -242,45 +159,45 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Outcome:
         notes += overridden(env)
         os.environ.update(RANK_SETTINGS)  # read by PyTorch and NCCL at init, below
     try:
-        device = bw.init_from_env(timeout_s=args.collective_timeout, env=env, force_cpu=args.cpu)
+        device = bw.init_from_env(timeout_s=options.collective_timeout, env=env, force_cpu=options.cpu)
     except CudaUnusable as exc:  # each node's first rank reports it: the other nodes' ranks only wait in init
-        return _finish(args, rank, stage_file, cuda_report(exc, host, env, notes), shared=False,
+        return _finish(options, rank, stage_file, cuda_report(exc, host, env, notes), shared=False,
                        render=rank == 0 or env.get("LOCAL_RANK", "0") == "0", error=exc.reason)
     except (RuntimeError, ValueError) as exc:
         failed = failure_report(BenchFailure(Stage.INIT, [], [], str(exc)), host, env, notes)
-        return _finish(args, rank, stage_file, failed, shared=False)
+        return _finish(options, rank, stage_file, failed, shared=False)
     kind = "cuda" if device.startswith("cuda") else "cpu"
     cfg = bw.BenchConfig(
-        ops=parse_ops(args.ops or DEFAULT_OPS), groups=parse_groups(args.groups or DEFAULT_GROUPS),
-        sizes=tuple(parse_sizes(args.sizes or DEFAULT_SIZES[kind])), iters=args.iters, warmup=args.warmup,
-        budget_bytes=ITER_BUDGET[kind], pairs=not args.no_pairs,
-        pair_size=parse_size(args.pair_size) if args.pair_size else PAIR_SIZE[kind],
-        timeout_s=args.collective_timeout)
+        ops=parse_ops(options.ops or DEFAULT_OPS), groups=parse_groups(options.groups or DEFAULT_GROUPS),
+        sizes=tuple(parse_sizes(options.sizes or DEFAULT_SIZES[kind])), iters=options.iters, warmup=options.warmup,
+        budget_bytes=ITER_BUDGET[kind], pairs=not options.no_pairs,
+        pair_size=parse_size(options.pair_size) if options.pair_size else PAIR_SIZE[kind],
+        timeout_s=options.collective_timeout)
     progress = ProgressPrinter(sys.stderr) if rank == 0 else None
     try:
         result = bw.run_bench(cfg, env=env, progress=progress, stages=bw.Stages(rank, host, env))
     except BenchFailure as failure:
-        return _finish(args, rank, stage_file, failure_report(failure, host, env, notes), shared=False)
+        return _finish(options, rank, stage_file, failure_report(failure, host, env, notes), shared=False)
     finally:
         if progress:
             progress.close()
-    findings = judge(result, slurm=slurm_launch_config(env)) + coverage(result, asked=args.groups is not None)
+    findings = judge(result, slurm=slurm_launch_config(env)) + coverage(result, asked=options.groups is not None)
     report = build_report(result, findings, notes=notes)
     if measured_nothing(result):  # the verdict line must not read as a warning one can ship with
         report.could_not_run = "nothing was measured"
         report.summary += "; could not run (exit 2)"
-    code = bw.share_code(exit_code(report, strict=args.strict), device)
+    code = bw.share_code(exit_code(report, strict=options.output.strict), device)
     dist.destroy_process_group()
-    return _finish(args, rank, stage_file, report, code=code)
+    return _finish(options, rank, stage_file, report, code=code)
 
 
-def _finish(args: argparse.Namespace, rank: int, stage_file: StageFile, report: Report, *,
+def _finish(options: BenchOptions, rank: int, stage_file: StageFile, report: Report, *,
             code: int | None = None, shared: bool = True, render: bool | None = None,
             error: str | None = None) -> Outcome:
     """Rank 0's report goes to the CLI (``render``: another rank's too); every rank ends with its exit code.
     Under our launcher the code goes to the stage file (with ``error``), and it is rank 0's *final* code: if
     rendering or writing fails, the recorded code says so (2), never the 0 of a verdict that nobody received."""
-    verdict = exit_code(report, strict=args.strict) if code is None else code
+    verdict = exit_code(report, strict=options.output.strict) if code is None else code
 
     def close(rendered: int) -> int:
         final = max(verdict, rendered)

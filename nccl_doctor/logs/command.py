@@ -8,10 +8,14 @@ from pathlib import Path
 from nccl_doctor.errors import InputError
 from nccl_doctor.logs.catalog import explain_unknown, load, unknowns_listing
 from nccl_doctor.logs.diagnose import diagnose
+from nccl_doctor.logs.options import ParseOptions
 from nccl_doctor.logs.parallel import default_jobs, parse_paths_parallel
 from nccl_doctor.logs.parser import no_nccl_message, parse_paths
 from nccl_doctor.logs.reader import STDIN
 from nccl_doctor.outcome import Outcome
+from nccl_doctor.outputs import OutputFormat
+
+OPTIONS = ParseOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,27 +39,27 @@ def _jobs(text: str) -> int:
     return n
 
 
-def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
-    return tuple(Path(p) for p in args.paths if p != STDIN)
+def inputs(options: ParseOptions) -> tuple[Path, ...]:
+    return tuple(Path(p) for p in options.paths if p != STDIN)
 
 
-def run(args: argparse.Namespace) -> Outcome:
-    if args.explain_unknown:
-        return _explain_unknown(args)
-    jobs = args.jobs if args.jobs is not None else default_jobs()
-    result = parse_paths(args.paths) if jobs == 1 else parse_paths_parallel(args.paths, jobs=jobs)[0]
+def run(options: ParseOptions) -> Outcome:
+    if options.explain_unknown:
+        return _explain_unknown(options)
+    jobs = options.jobs if options.jobs is not None else default_jobs()
+    result = parse_paths(options.paths) if jobs == 1 else parse_paths_parallel(options.paths, jobs=jobs)[0]
     if not result.has_nccl:
         raise InputError(no_nccl_message(result))
     return Outcome.of(diagnose(result))
 
 
-def _explain_unknown(args: argparse.Namespace) -> Outcome:
+def _explain_unknown(options: ParseOptions) -> Outcome:
     """``parse --explain-unknown``: a listing, exit 0 (2 when the input has no NCCL line; a listing has no
     findings, so ``--junit-out`` is refused)."""
-    if args.junit_out:
+    if options.output.file(OutputFormat.JUNIT):
         raise InputError("--junit-out: --explain-unknown lists lines, it has no test results to write")
     catalog = load()
-    found = explain_unknown(args.paths, catalog)
+    found = explain_unknown(options.paths, catalog)
     if found.nccl_lines == 0:
-        raise InputError(f"{' '.join(args.paths)}: no NCCL INFO/WARN lines")
+        raise InputError(f"{' '.join(options.paths)}: no NCCL INFO/WARN lines")
     return Outcome.of_listing(unknowns_listing(found, catalog))

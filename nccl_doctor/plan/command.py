@@ -17,9 +17,11 @@ from nccl_doctor.plan.costs import broken_fabric, make_plan
 from nccl_doctor.plan.inputs import measured, parse_params
 from nccl_doctor.plan.model import DTYPE_BYTES, Bandwidths, Figure, Measured, PlanInputs
 from nccl_doctor.plan.oneline import DEFAULT_GPU_MEM_GB, DEFAULT_HEADROOM
+from nccl_doctor.plan.options import PlanOptions
 from nccl_doctor.plan.view import broken_report, inputs_dict, plan_report
 
 MAX_WORLD = 1 << 20  # GPUs in one job: far past any cluster, short of a loop that never ends
+OPTIONS = PlanOptions
 
 
 def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
@@ -66,16 +68,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compute time of one step, seconds: report communication's share of it")
 
 
-def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
-    return (args.from_file,) if args.from_file is not None else ()
+def inputs(options: PlanOptions) -> tuple[Path, ...]:
+    return (options.from_file,) if options.from_file is not None else ()
 
 
-def run(args: argparse.Namespace) -> Outcome:
-    params = Figure(value=parse_params(args.params), source="--params")
-    found = measured(args.from_file) if args.from_file is not None else None
+def run(options: PlanOptions) -> Outcome:
+    params = Figure(value=parse_params(options.params), source="--params")
+    found = measured(options.from_file) if options.from_file is not None else None
     if found is not None and found.failed:
         return Outcome.of(broken_report(found.failed, {"params": params.as_dict()}))
-    plan_inputs = build_inputs(args, params, found)
+    plan_inputs = build_inputs(options, params, found)
     if why := broken_fabric(plan_inputs):
         return Outcome.of(broken_report(why, inputs_dict(plan_inputs)))
     return Outcome.of(plan_report(make_plan(plan_inputs), plan_inputs))
@@ -96,9 +98,9 @@ def _required(figure: Figure | None, flag: str) -> Figure:
     return figure
 
 
-def _bandwidths(args: argparse.Namespace, found: Measured | None) -> Bandwidths:
+def _bandwidths(options: PlanOptions, found: Measured | None) -> Bandwidths:
     bw = found.bandwidths if found else Bandwidths()
-    intra, inter = args.intra_gbps, args.inter_gbps
+    intra, inter = options.intra_gbps, options.inter_gbps
     return Bandwidths(
         intra_all_gather=_flag(intra, "--intra-gbps", bw.intra_all_gather),
         intra_reduce_scatter=_flag(intra, "--intra-gbps", bw.intra_reduce_scatter),
@@ -108,16 +110,17 @@ def _bandwidths(args: argparse.Namespace, found: Measured | None) -> Bandwidths:
     )
 
 
-def build_inputs(args: argparse.Namespace, params: Figure, found: Measured | None) -> PlanInputs:
-    nodes = _required(_flag(args.nodes, "--nodes", found.nodes if found else None), "--nodes")
-    gpus = _required(_flag(args.gpus_per_node, "--gpus-per-node", found.gpus_per_node if found else None),
+def build_inputs(options: PlanOptions, params: Figure, found: Measured | None) -> PlanInputs:
+    nodes = _required(_flag(options.nodes, "--nodes", found.nodes if found else None), "--nodes")
+    gpus = _required(_flag(options.gpus_per_node, "--gpus-per-node", found.gpus_per_node if found else None),
                      "--gpus-per-node")
     if nodes.value * gpus.value > MAX_WORLD:
         raise InputError(f"--nodes x --gpus-per-node: {nodes.value * gpus.value:g} GPUs, more than {MAX_WORLD}")
     return PlanInputs(
-        params=params, nodes=nodes, gpus_per_node=gpus, param_dtype=args.param_dtype, reduce_dtype=args.reduce_dtype,
-        gpu_mem_gb=_or_default(args.gpu_mem_gb, "--gpu-mem-gb", DEFAULT_GPU_MEM_GB),
-        headroom=_or_default(args.headroom, "--headroom", DEFAULT_HEADROOM),
-        step_compute_s=_flag(args.step_compute_s, "--step-compute-s", None),
-        bandwidths=_bandwidths(args, found),
+        params=params, nodes=nodes, gpus_per_node=gpus, param_dtype=options.param_dtype,
+        reduce_dtype=options.reduce_dtype,
+        gpu_mem_gb=_or_default(options.gpu_mem_gb, "--gpu-mem-gb", DEFAULT_GPU_MEM_GB),
+        headroom=_or_default(options.headroom, "--headroom", DEFAULT_HEADROOM),
+        step_compute_s=_flag(options.step_compute_s, "--step-compute-s", None),
+        bandwidths=_bandwidths(options, found),
     )

@@ -37,8 +37,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nccl_doctor.cluster import check_port, check_seconds
-from nccl_doctor.errors import InputError
 from nccl_doctor.outcome import Outcome
 from nccl_doctor.plan import parse_params, plan_line
 from nccl_doctor.preflight.auth import secret_from_env
@@ -46,6 +44,12 @@ from nccl_doctor.preflight.follower import Follower
 from nccl_doctor.preflight.head import Head
 from nccl_doctor.preflight.launcher import PREFIX, WORKER_ENV, Launcher
 from nccl_doctor.preflight.limits import raise_open_files
+from nccl_doctor.preflight.options import (
+    DEFAULT_COLLECTIVE_TIMEOUT_S,
+    DEFAULT_RENDEZVOUS_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    PreflightOptions,
+)
 from nccl_doctor.preflight.plan import node_plan
 from nccl_doctor.preflight.protocol import NodePost, node_key
 from nccl_doctor.preflight.store import exit_now, store_call_abandoned
@@ -53,9 +57,7 @@ from nccl_doctor.preflight.verdict import NodeVerdict
 from nccl_doctor.preflight.worker import run_worker
 from nccl_doctor.report import Report
 
-DEFAULT_TIMEOUT_S = 180.0
-DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0  # NCCL init on thousands of ranks takes 10-30 s
-DEFAULT_RENDEZVOUS_TIMEOUT_S = 60.0
+OPTIONS = PreflightOptions
 EXIT_INPUT = 2  # the exit code of an input error: it wins over what the rendering came to
 EXIT_INTERRUPTED = 130
 
@@ -100,50 +102,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
 
-def check_args(args: argparse.Namespace) -> None:
-    """Every option, before anything is created or started: one line naming the option, exit 2."""
-    for name in ("timeout", "rendezvous_timeout", "collective_timeout"):
-        check_seconds(getattr(args, name), f"--{name.replace('_', '-')}")
-    if args.nproc_per_node is not None and args.nproc_per_node < 1:
-        raise InputError(f"--nproc-per-node must be >= 1 (got {args.nproc_per_node})")
-    if args.port is not None:
-        check_port(args.port, "--port")
-    if args.plan_params is not None:
-        parse_params(args.plan_params, "--plan-params")
-    if args.fsdp_smoke_dir is not None:
-        if not args.fsdp_smoke:
-            raise InputError("--fsdp-smoke-dir is only used by --fsdp-smoke: add --fsdp-smoke (or drop the directory)")
-        check_smoke_dir(args.fsdp_smoke_dir)
-
-
-def check_smoke_dir(path: str) -> None:
-    """DCP writes its checkpoint there: a missing or read-only directory would fail only in the last
-    stage, after every rank started, and read as a broken node."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"--fsdp-smoke-dir {path!r}: no such directory")
-    if not p.is_dir():
-        raise InputError(f"--fsdp-smoke-dir {path!r}: not a directory")
-    if not os.access(p, os.W_OK | os.X_OK):
-        raise InputError(f"--fsdp-smoke-dir {path!r}: not writable here")
-
-
-def inputs(args: argparse.Namespace) -> tuple[Path, ...]:
+def inputs(options: PreflightOptions) -> tuple[Path, ...]:
     return ()
 
 
-def run(args: argparse.Namespace) -> Outcome:
-    check_args(args)
+def run(options: PreflightOptions) -> Outcome:
     secret_from_env(os.environ)  # a short NCCL_DOCTOR_SECRET: one line, exit 2, before anything starts
     files = raise_open_files()  # the store's connections (node 0), the ranks' Gloo/NCCL sockets (everyone)
-    if args.worker or os.environ.get(WORKER_ENV):
-        return Outcome.exit(run_worker(args, os.environ))
+    if options.worker or os.environ.get(WORKER_ENV):
+        return Outcome.exit(run_worker(options, os.environ))
     user_log_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's socket warnings would bury the report
-    plan = node_plan(args, os.environ)
+    plan = node_plan(options, os.environ)
     if plan.overrides:  # a flag replaced what the launcher said: one line, before anything starts
         print(f"{PREFIX} ({plan.host}): {plan.overrides}", file=sys.stderr, flush=True)
-    launcher = Launcher(args, plan, os.environ)  # the ranks get ERROR (or the user's level)
+    launcher = Launcher(options, plan, os.environ)  # the ranks get ERROR (or the user's level)
     launcher.files = files
     if user_log_level is None:  # this process reports its own store failures: no C++ stack dumps from c10d
         os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
@@ -157,8 +130,8 @@ def run(args: argparse.Namespace) -> Outcome:
     if verdict.report is None:  # another node holds the full report; say the verdict in one line
         print(f"{PREFIX} ({plan.host}): {verdict.verdict.upper()}: {verdict.summary}", flush=True)
         return Outcome.exit(exit_now(verdict.code))
-    if args.plan_params is not None:
-        add_plan_line(verdict.report, parse_params(args.plan_params, "--plan-params"))
+    if options.plan_params is not None:
+        add_plan_line(verdict.report, parse_params(options.plan_params, "--plan-params"))
 
     def close(rendered: int) -> int:
         # only now: a follower that exits first may get the whole step killed (srun --kill-on-bad-exit)

@@ -3,7 +3,6 @@ alone, decide, clean up). Node 0's steps are in ``head.py``, a follower's in ``f
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -32,6 +31,7 @@ from nccl_doctor.preflight.fsdp_smoke import DCP_PREFIX
 from nccl_doctor.preflight.heartbeat import Heartbeat
 from nccl_doctor.preflight.limits import FilesLimit
 from nccl_doctor.preflight.nccllogs import nccl_log_summary
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.probe import probe_this_node
 from nccl_doctor.preflight.protocol import (
@@ -69,7 +69,7 @@ NCCL_DEBUG_SUBSYS = "INIT,BOOTSTRAP,ENV,NET"
 class Launcher:
     """One node's side of the run. Node 0 also decides; the others follow its verdict."""
 
-    def __init__(self, args: argparse.Namespace, plan: NodePlan, env: Mapping[str, str]):
+    def __init__(self, args: PreflightOptions, plan: NodePlan, env: Mapping[str, str]):
         self.args, self.plan, self.env = args, plan, dict(env)
         self.t0 = time.monotonic()
         self.deadline = self.t0 + float(args.timeout)
@@ -162,7 +162,7 @@ class Launcher:
         """The verdict of this run (node 0, or one node alone)."""
         self.timings[TOTAL] = round(time.monotonic() - self.t0, 2)
         return decide(report, self.plan, stage, self.timings, measured_nothing=self.measured_nothing,
-                      strict=self.args.strict)
+                      strict=self.args.output.strict)
 
     def publish(self, outcome: NodeVerdict) -> None:
         """Node 0: tell every node the verdict, and wait (briefly) until they have read it."""
@@ -192,15 +192,7 @@ class Launcher:
 
     # --- ranks -----------------------------------------------------------------------------------
     def worker_argv(self) -> list[str]:
-        argv = [sys.executable, "-m", "nccl_doctor", "preflight", "--worker",
-                "--timeout", str(self.args.timeout), "--collective-timeout", str(self.args.collective_timeout)]
-        if self.args.fsdp_smoke:
-            argv.append("--fsdp-smoke")
-        if self.args.fsdp_smoke_dir:
-            argv += ["--fsdp-smoke-dir", self.args.fsdp_smoke_dir]
-        if self.args.cpu:
-            argv.append("--cpu")
-        return argv
+        return [sys.executable, "-m", "nccl_doctor", *self.args.argv()]
 
     def worker_env(self, local: int, gloo_iface: str | None) -> dict[str, str]:
         plan, log_dir = self.plan, self.log_dir or Path()

@@ -7,7 +7,6 @@ a PyTorchJob's PET_*/MASTER_*, Open MPI's OMPI_COMM_WORLD_*: ``cluster.launchers
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from nccl_doctor.cluster import (
     slurm_launch_config,
     visible_gpus,
 )
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.report import plural
 
 STEP_PORTS = 1000  # (job id + step id) % this, added to DEFAULT_PORT
@@ -72,7 +72,7 @@ class NodePlan:
         return replace(self, hosts=tuple(name or old for name, old in zip(arrived, self.hosts, strict=True)))
 
 
-def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
+def node_plan(args: PreflightOptions, env: Mapping[str, str]) -> NodePlan:
     """Flags, else the launcher's variables; one node with 2 CPU ranks (or one per GPU) when neither
     says more than one node."""
     host = socket.gethostname()
@@ -88,7 +88,7 @@ def node_plan(args: argparse.Namespace, env: Mapping[str, str]) -> NodePlan:
     return multi_node_plan(layout, env, slurm, host=host, nproc=nproc, nproc_source=source)
 
 
-def layout_flags(args: argparse.Namespace) -> LayoutFlags:
+def layout_flags(args: PreflightOptions) -> LayoutFlags:
     return LayoutFlags(nnodes=args.nnodes, node_rank=args.node_rank, master_addr=args.master_addr, port=args.port)
 
 
@@ -116,7 +116,7 @@ def step_port(job: str, step: str) -> int:
     return DEFAULT_PORT + num % STEP_PORTS
 
 
-def nproc_source(args: argparse.Namespace, env: Mapping[str, str], slurm: SlurmInfo | None) -> str:
+def nproc_source(args: PreflightOptions, env: Mapping[str, str], slurm: SlurmInfo | None) -> str:
     """Why this node starts the ranks it does, in the words of the fix (compared across nodes)."""
     if args.nproc_per_node:
         return f"--nproc-per-node {args.nproc_per_node}"

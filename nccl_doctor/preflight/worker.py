@@ -10,7 +10,6 @@ inside functions.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import sys
@@ -34,6 +33,7 @@ from nccl_doctor.codes import Code
 from nccl_doctor.preflight import store as stores
 from nccl_doctor.preflight.auth import Seal, secret_from_env
 from nccl_doctor.preflight.fsdp_smoke import run_smoke
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.protocol import (
     BACKEND_RECORD_ENV,
     BENCH_PREFIX,
@@ -80,7 +80,7 @@ class StageKeys:
             record_stage(self.record, self.rank, StageMark(self.seq, name))
 
 
-def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def run_worker(args: PreflightOptions, env: Mapping[str, str]) -> int:
     die_with_parent(env)  # never outlive the launcher (a SIGKILLed one cannot stop us)
     rank = int(env["RANK"])
     seal = Seal(secret_from_env(env), env.get(RUN_ENV, ""))  # what the launcher seals with, from its env
@@ -117,7 +117,7 @@ def rank_error(stage: str, exc: BaseException) -> RankError:
     return RankError(stage=stage, error=f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_CAP])
 
 
-def _init(args: argparse.Namespace, env: Mapping[str, str], store: Store) -> str:
+def _init(args: PreflightOptions, env: Mapping[str, str], store: Store) -> str:
     """bench's init, on the launcher's store (under a prefix: its own keys stay apart)."""
     import torch.distributed as dist
 
@@ -147,7 +147,7 @@ def _stages(stage: StageKeys, env: Mapping[str, str], prefix: str = "") -> Any:
     return Stages(dist.get_rank(), socket.gethostname(), env)
 
 
-def _work(args: argparse.Namespace, env: Mapping[str, str], stage: StageKeys, device: str) -> RankResult:
+def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageKeys, device: str) -> RankResult:
     """Everything after init; rank 0's return value is the result (the others' is discarded)."""
     import torch.distributed as dist
 

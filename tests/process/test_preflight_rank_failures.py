@@ -5,7 +5,6 @@ a collective that timed out in the rank's main thread (``DistBackendError``: wha
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import sys
 import pytest
 
 from nccl_doctor.preflight import worker
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.protocol import ERRORS_KEY, RankError, error_key
 
 pytestmark = pytest.mark.torch
@@ -65,7 +65,7 @@ def test_a_collective_timeout_raised_in_the_main_thread_is_written_to_error_rank
         raise SystemExit(code)
 
     monkeypatch.setattr(worker.os, "_exit", exit_)
-    args = argparse.Namespace(collective_timeout=30)
+    args = PreflightOptions(collective_timeout=30)
     with pytest.raises(SystemExit) as info:
         worker.run_worker(args, {"RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"})
     assert info.value.code == 1
@@ -102,7 +102,7 @@ def test_a_timeout_inside_a_guarded_bench_collective_reaches_error_rank(monkeypa
     monkeypatch.setattr(worker.os, "_exit", exit_)
     env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "NNODES": "1",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-    args = argparse.Namespace(collective_timeout=30, cpu=True, fsdp_smoke=False)
+    args = PreflightOptions(collective_timeout=30, cpu=True, fsdp_smoke=False)
     try:
         with pytest.raises(SystemExit) as info:
             worker.run_worker(args, env)

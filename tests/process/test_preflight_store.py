@@ -5,7 +5,6 @@ Slurm daemon (naming nodes needs hostnames: those tests are in ``tests/system``)
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -16,6 +15,7 @@ import time
 import pytest
 
 from nccl_doctor.cluster import free_port
+from nccl_doctor.preflight.options import PreflightOptions
 from tests.helpers.preflight_cli import PY, failures, preflight_argv, slurm_env, without_launcher
 
 pytestmark = pytest.mark.torch
@@ -154,7 +154,7 @@ def test_late_node_told_by_the_store_itself():
     store.set(CLOSED_KEY, Closed(missing=[1], host="n1").to_json())
     plan = NodePlan(nnodes=2, node_rank=1, hosts=("n1", "n2"), head="127.0.0.1", port=port, nproc=2, slurm=True,
                     host="n2", run_id="1.0", step="0")
-    launcher = Launcher(argparse.Namespace(timeout=10, rendezvous_timeout=7, strict=False), plan, {})
+    launcher = Launcher(PreflightOptions(timeout=10, rendezvous_timeout=7), plan, {})
     launcher.store = Store(dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=5)))
     mine = NodePost(host="n2", node=1)
     out = Follower(launcher).late(mine)

@@ -4,7 +4,6 @@ connection), and node 0's store listens on the address it is given (torch alone 
 
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 
 from nccl_doctor.cluster import free_port
 from nccl_doctor.preflight.auth import RejectedValueError, Seal
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.protocol import ERRORS_KEY, VERDICT_KEY, NodePost, NodeStages, VerdictMessage, stages_key
 from nccl_doctor.preflight.store import NOT_A_COUNT, Store, bind_address, open_store
 
@@ -56,7 +56,7 @@ def test_a_follower_never_leaves_with_a_forged_or_replayed_verdict():
     server = _server(port)
     plan = NodePlan(nnodes=2, node_rank=1, hosts=("n1", "n2"), head="127.0.0.1", port=port, nproc=2, slurm=True,
                     host="n2", run_id="7.0", step="0")
-    launcher = Launcher(argparse.Namespace(timeout=10, rendezvous_timeout=7, strict=False), plan,
+    launcher = Launcher(PreflightOptions(timeout=10, rendezvous_timeout=7), plan,
                         {"NCCL_DOCTOR_SECRET": secret})
     launcher.store = _client(port, launcher.seal)
     mine = NodePost(host="n2", node=1)

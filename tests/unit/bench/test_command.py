@@ -1,15 +1,16 @@
 """bench's entry (``bench.command``): the probe that blocks a pointless launch, the exit code a rank
 records for the launcher, and bench's own argument bounds."""
 
-import argparse
 import json
 from pathlib import Path
 
 from nccl_doctor.bench import command as bench
 from nccl_doctor.bench.busbw import OPS
 from nccl_doctor.bench.model import GROUPS
-from nccl_doctor.cli import finish
+from nccl_doctor.bench.options import BenchOptions
+from nccl_doctor.cli import finish, parse_options
 from nccl_doctor.cluster import STAGE_DIR_ENV, StageFile, read_stages
+from nccl_doctor.outputs import OutputFormat, OutputOptions
 from nccl_doctor.report import Report
 from tests.helpers import sysfs_builder
 
@@ -18,7 +19,7 @@ def test_bad_interface_variable_blocks_the_launch_before_any_rank_starts(tmp_pat
     """GLOO_SOCKET_IFNAME naming nothing fails in milliseconds with the fix, instead of an init timeout;
     an NCCL-only typo does not stop a Gloo run."""
     root = sysfs_builder.build(sysfs_builder.cloud_vm(), tmp_path)
-    cpu = argparse.Namespace(cpu=True)
+    cpu = BenchOptions(cpu=True)
     report = bench.launch_blockers(cpu, {"GLOO_SOCKET_IFNAME": "ib9"}, root)
     assert report is not None and report.verdict.value == "fail"
     [f] = report.findings
@@ -32,11 +33,11 @@ def test_bad_interface_variable_blocks_the_launch_before_any_rank_starts(tmp_pat
 def test_rank0_that_cannot_write_its_output_records_2_for_the_launcher(tmp_path, capsys):
     """The launcher returns the code in the stage file: a failed --json-out write must not leave a 0 there."""
     sf = StageFile(0, "vm", {STAGE_DIR_ENV: str(tmp_path)})
-    args = argparse.Namespace(command="bench", format="json", json_out=Path("/proc/nccl-doctor-test.json"),
-                              junit_out=None, strict=False)
+    args = BenchOptions(output=OutputOptions(format="json",
+                                             files={OutputFormat.JSON: Path("/proc/nccl-doctor-test.json")}))
     outcome = bench._finish(args, 0, sf, Report(command="bench"), code=0)
     # under the launcher the rank exits 0 and the launcher exits with the recorded code
-    assert finish(outcome, args, ()) == 0
+    assert finish(outcome, "bench", args.output, ()) == 0
     assert [(s.stage, s.code) for s in read_stages(tmp_path)] == [("done", 2)]
     out, err = capsys.readouterr()
     assert json.loads(out)["command"] == "bench"  # the report itself was still printed
@@ -44,7 +45,7 @@ def test_rank0_that_cannot_write_its_output_records_2_for_the_launcher(tmp_path,
     # a rank that is not rank 0 renders nothing and returns the shared code
     other = bench._finish(args, 1, StageFile(1, "vm", {STAGE_DIR_ENV: str(tmp_path)}), Report(command="bench"),
                           code=1)
-    assert other.report is None and finish(other, args, ()) == 0
+    assert other.report is None and finish(other, "bench", args.output, ()) == 0
     assert {s.rank: (s.stage, s.code) for s in read_stages(tmp_path)} == {0: ("done", 2), 1: ("done", 1)}
     assert capsys.readouterr().out == ""
 
@@ -58,8 +59,5 @@ def test_ops_and_groups_parse_to_their_names_in_order():
 
 def test_preflight_keeps_its_own_bounds():
     """bench's minimums are bench's: preflight's short timeouts (tests, quick gates) stay valid."""
-    from nccl_doctor.preflight import command as preflight
-
-    p = argparse.ArgumentParser()
-    preflight.add_arguments(p)
-    preflight.check_args(p.parse_args(["--timeout", "5", "--collective-timeout", "1", "--rendezvous-timeout", "1"]))
+    _, options = parse_options(["preflight", "--timeout", "5", "--collective-timeout", "1", "--rendezvous-timeout", "1"])
+    assert (options.timeout, options.collective_timeout, options.rendezvous_timeout) == (5, 1, 1)

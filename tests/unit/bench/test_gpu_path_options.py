@@ -1,8 +1,8 @@
 """bench's options on the GPU path: ``--warmup 0`` is refused where the ranks will run NCCL (its first timed
 iteration would hold the connection setup), and ``--cpu`` on GPU nodes is measured without NVLink's yardstick."""
 
-import argparse
 import json
+import os
 
 import pytest
 
@@ -11,29 +11,30 @@ from nccl_doctor.bench.device import CudaUnusable
 from nccl_doctor.bench.expected import expected_bandwidth
 from nccl_doctor.bench.figures import group_expected
 from nccl_doctor.bench.model import BenchResult, Group, Measurement, NodeInfo
+from nccl_doctor.bench.options import BenchOptions
 from nccl_doctor.bench.view import build_report
-from nccl_doctor.cli import finish
+from nccl_doctor.cli import finish, parse_options
 from nccl_doctor.cluster import STAGE_DIR_ENV, StageFile, read_stages
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
+from nccl_doctor.outputs import OutputOptions
 from tests.helpers import sysfs_builder as b
 
 
 def args(*argv):
-    p = argparse.ArgumentParser()
-    bench.add_arguments(p)
-    return p.parse_args(list(argv))
+    _, options = parse_options(["bench", *argv])
+    return options
 
 
 def test_warmup_0_on_nccl_is_refused_in_one_line(monkeypatch):
     monkeypatch.delenv("MASTER_PORT", raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     with pytest.raises(InputError, match=r"^--warmup 0 on NCCL would time the connection setup.*--warmup 1"):
-        bench.check_args(args("--warmup", "0"))
-    bench.check_args(args("--warmup", "0", "--cpu"))  # Gloo: allowed
-    bench.check_args(args("--warmup", "1"))
+        bench.check_environment(args("--warmup", "0"), os.environ)
+    bench.check_environment(args("--warmup", "0", "--cpu"), os.environ)  # Gloo: allowed
+    bench.check_environment(args("--warmup", "1"), os.environ)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: Gloo
-    bench.check_args(args("--warmup", "0"))
+    bench.check_environment(args("--warmup", "0"), os.environ)
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +76,9 @@ def test_cuda_failure_is_reported_by_each_nodes_first_rank_and_recorded_for_the_
     report = bench.cuda_report(exc, "gpu9", env, ["a note"])
     assert report.data["stage"] == "init" and report.data["backend"] == "nccl"
     assert report.data["cuda_error"].endswith("Error 802: system not yet initialized")
-    a = argparse.Namespace(command="bench", format="json", json_out=None, junit_out=None, strict=False)
+    a = BenchOptions(output=OutputOptions(format="json"))
     outcome = bench._finish(a, 8, StageFile(8, "gpu9", env), report, shared=False, render=True, error=exc.reason)
-    assert outcome.report is report and finish(outcome, a, ()) == 1
+    assert outcome.report is report and finish(outcome, "bench", a.output, ()) == 1
     assert json.loads(capsys.readouterr().out)["findings"][0]["code"] == "ND313" and report.notes == ["a note"]
     (rec,) = read_stages(tmp_path)
     assert (rec.rank, rec.stage, rec.code) == (8, "failed", 1) and "Error 802" in (rec.error or "")

@@ -3,7 +3,6 @@ and its port."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -11,13 +10,12 @@ import sys
 import pytest
 
 from nccl_doctor.errors import InputError
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.plan import node_plan
 
 
 def _args(**kw):
-    base = {"nproc_per_node": None, "cpu": True, "port": None, "nnodes": None, "node_rank": None, "master_addr": None}
-    base.update(kw)
-    return argparse.Namespace(**base)
+    return PreflightOptions(**{"cpu": True, **kw})
 
 
 def _slurm(node: int, *, job: str = "4242", step: str = "0", nodelist: str = "localhost,ghost",

@@ -4,12 +4,11 @@ NCCL_SOCKET_IFNAME"."""
 
 from __future__ import annotations
 
-import argparse
-
 from nccl_doctor.bench import Backend
 from nccl_doctor.preflight.head import Head
 from nccl_doctor.preflight.launcher import Launcher
 from nccl_doctor.preflight.nccllogs import NCCL_NEVER_RAN
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.protocol import RankError, record_backend
 from nccl_doctor.preflight.verdict import RankState
@@ -23,7 +22,7 @@ CUDA_FIX = "run `nvidia-smi` on this node: ... nvidia-fabricmanager is not runni
 
 
 def _launcher(tmp_path, env=GPUS):
-    launcher = Launcher(argparse.Namespace(timeout=10, strict=False, cpu=False), TWO_NODES, env)
+    launcher = Launcher(PreflightOptions(timeout=10, cpu=False), TWO_NODES, env)
     launcher.log_dir = tmp_path
     return launcher
 

@@ -4,13 +4,12 @@ printed under the communicator they belong to) and a timed-out collective raises
 
 from __future__ import annotations
 
-import argparse
-
 from nccl_doctor.preflight.launcher import Launcher
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.plan import NodePlan
 
 PLAN = NodePlan(nnodes=2, node_rank=1, hosts=("n1", "n2"), head="n1", port=29400, nproc=2, slurm=True, host="n2")
-ARGS = argparse.Namespace(timeout=60, strict=False, cpu=False, fsdp_smoke=False, fsdp_smoke_dir=None,
+ARGS = PreflightOptions(timeout=60, cpu=False, fsdp_smoke=False, fsdp_smoke_dir=None,
                           collective_timeout=30)
 
 

@@ -3,11 +3,11 @@ rank stuck inside a collective (every rank recorded the stage; none came back)."
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from nccl_doctor.preflight.head import Head
 from nccl_doctor.preflight.launcher import Launcher
+from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.protocol import RankError
 from nccl_doctor.preflight.verdict import RankState, stage_limit, stuck_stage
@@ -19,7 +19,7 @@ TWO_NODES = NodePlan(nnodes=2, node_rank=0, hosts=("n1", "n2"), head="n1", port=
 def test_a_run_that_measured_nothing_cannot_pass():
     """Same rule as bench: the ranks ran but measured nothing -> ND001 WARN from the worker, exit 2."""
     plan = NodePlan(nnodes=1, node_rank=0, hosts=("vm",), head="127.0.0.1", port=1, nproc=1, slurm=False, host="vm")
-    launcher = Launcher(argparse.Namespace(timeout=10, strict=False), plan, {})
+    launcher = Launcher(PreflightOptions(timeout=10), plan, {})
     assert launcher.log_dir is None  # made only when the run starts
     launcher.measured_nothing = True
     out = launcher.decide(Report(command="preflight"), "done")
@@ -32,7 +32,7 @@ def test_a_run_that_measured_nothing_cannot_pass():
 def test_failed_ranks_point_at_the_node_whose_own_probe_explains_it():
     """Rank 0 on healthy n1 is the first to report a failed Gloo connect; n2's own probe said its Gloo
     interface cannot reach other nodes: the summary must name n2, not n1."""
-    head = Head(Launcher(argparse.Namespace(timeout=10, strict=False, cpu=True), TWO_NODES, {}))  # Gloo
+    head = Head(Launcher(PreflightOptions(timeout=10, cpu=True), TWO_NODES, {}))  # Gloo
     report = Report(command="preflight")
     report.add(Finding(code="ND216", severity=Severity.WARN, where=Where(host="n2", iface="docker0"),
                        message="GLOO_SOCKET_IFNAME=docker0: docker0 is a virtual (bridge) interface, not this "
@@ -73,7 +73,7 @@ def test_a_rank_stuck_inside_a_collective_is_caught_by_its_stage_deadline():
     assert stuck_stage(waiting[:1] + waiting[2:], now, 5.0) is None
     assert stuck_stage([_in("done", 9, now - 1e6)], now, 5.0) is None  # a finished rank is never stuck
 
-    head = Head(Launcher(argparse.Namespace(timeout=10, strict=False, cpu=True), TWO_NODES, {}))
+    head = Head(Launcher(PreflightOptions(timeout=10, cpu=True), TWO_NODES, {}))
     states = [_in(stage, 4, now - limit - 1) for _ in range(4)]
     out = head.fail(Report(command="preflight"), states, {}, lost=[], local_dead=[], timeout=stage)
     assert out.code == 1 and out.report is not None
@@ -87,7 +87,7 @@ def test_a_rank_stuck_inside_a_collective_is_caught_by_its_stage_deadline():
 def test_the_total_deadline_names_the_rank_that_had_not_arrived():
     """Rank 3 (n2) never entered the collective the others are waiting in: it is named with its stage."""
     now = time.monotonic()
-    head = Head(Launcher(argparse.Namespace(timeout=25, strict=False, cpu=True), TWO_NODES, {}))
+    head = Head(Launcher(PreflightOptions(timeout=25, cpu=True), TWO_NODES, {}))
     states = [_in("bench reduce_scatter world 1 MiB", 5, now) for _ in range(3)]
     states.append(_in("bench all_gather world 4 MiB", 4, now))
     out = head.fail(Report(command="preflight"), states, {}, lost=[], local_dead=[], timeout="total")
@@ -100,7 +100,7 @@ def test_the_total_deadline_names_the_rank_that_had_not_arrived():
 
 def test_a_lost_node_is_named_with_the_ranks_behind():
     now = time.monotonic()
-    launcher = Launcher(argparse.Namespace(timeout=25, strict=False, cpu=True), TWO_NODES, {})
+    launcher = Launcher(PreflightOptions(timeout=25, cpu=True), TWO_NODES, {})
     states = [_in("bench x", 3, now), _in("bench x", 3, now), _in("groups", 2, now), _in("groups", 2, now)]
     out = Head(launcher).fail(Report(command="preflight"), states, {}, lost=[1], local_dead=[])
     assert out.report is not None
