@@ -118,7 +118,7 @@ def floors(path: Path) -> dict[str, float]:
     """
     import re
 
-    from nccl_doctor.logs import reader as loglines
+    from nccl_doctor.logs.parse import reader as loglines
 
     src = loglines.Source(str(path), path)
     t0 = time.perf_counter()
@@ -149,8 +149,8 @@ def phases(path: Path) -> dict[str, float]:
     """
     from nccl_doctor import render
     from nccl_doctor.logs import diagnose
-    from nccl_doctor.logs import parser as logparse
-    from nccl_doctor.logs import reader as loglines
+    from nccl_doctor.logs.parse import parser as logparse
+    from nccl_doctor.logs.parse import reader as loglines
 
     src = loglines.Source(str(path), path)
     t0 = time.perf_counter()

@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.logs import patterns as P  # noqa: N812 - the patterns, short
-from nccl_doctor.logs.catalog import (
+from nccl_doctor.logs.catalog.formats import (
     CATALOG_VERSION,
     Catalog,
     Cls,
     Entry,
-    Matcher,
     classify,
     format_regex,
     load,
     render,
 )
-from nccl_doctor.logs.model import Category
+from nccl_doctor.logs.catalog.matcher import Matcher
+from nccl_doctor.logs.parse import patterns as P  # noqa: N812 - the patterns, short
+from nccl_doctor.logs.parse.model import Category
 
 NOT_HANDLED = Path(__file__).with_name("catalog_not_handled.json")
 

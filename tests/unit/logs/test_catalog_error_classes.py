@@ -11,10 +11,10 @@ from collections import defaultdict
 import pytest
 
 from nccl_doctor.logs import diagnose, parse_lines
-from nccl_doctor.logs.catalog import Catalog, Cls, Entry, error_class, load, pieces, render
-from nccl_doctor.logs.parser import LogParser
-from nccl_doctor.logs.patterns import warn_kind
-from nccl_doctor.logs.warnclass import WarnMatcher, warn_class
+from nccl_doctor.logs.catalog.formats import Catalog, Cls, Entry, error_class, load, pieces, render
+from nccl_doctor.logs.catalog.warnclass import WarnMatcher, warn_class
+from nccl_doctor.logs.parse.parser import LogParser
+from nccl_doctor.logs.parse.patterns import warn_kind
 from nccl_doctor.report import Severity
 
 PREFIX = "node1:100:100 [0] NCCL WARN "

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.evidence import fatal_beyond_rules, teardown, transport_hint
-from nccl_doctor.logs.parser import LogParser, parse_lines, parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.parser import LogParser, parse_lines, parse_paths
+from nccl_doctor.logs.parse.warnsigns import fatal_beyond_rules, teardown, transport_hint
 from nccl_doctor.report import Report
 
 LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "logs"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-from nccl_doctor.logs import merge, model
-from nccl_doctor.logs.parser import LogParser
+from nccl_doctor.logs.parse import merge, model
+from nccl_doctor.logs.parse.parser import LogParser
 
 RULES = {model.ParseResult: merge.RESULT_RULES, model.Comm: merge.COMM_RULES, model.Group: merge.GROUP_RULES}
 
@@ -19,10 +19,10 @@ def test_every_dataclass_field_has_a_merge_rule():
     for cls in classes:
         if cls in merge.MOVED:
             continue
-        assert cls in RULES, f"{cls.__name__}: add its merge rules to nccl_doctor/logs/merge.py"
+        assert cls in RULES, f"{cls.__name__}: add its merge rules to nccl_doctor/logs/parse/merge.py"
         names = {f.name for f in dataclasses.fields(cls)}
         missing = names - set(RULES[cls])
-        assert not missing, f"{cls.__name__}.{sorted(missing)}: add a rule to nccl_doctor/logs/merge.py"
+        assert not missing, f"{cls.__name__}.{sorted(missing)}: add a rule to nccl_doctor/logs/parse/merge.py"
         assert not set(RULES[cls]) - names, f"{cls.__name__}: rules for fields it no longer has"
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.model import ParseResult
-from nccl_doctor.logs.parser import INFO_WRAP_MIN, LogParser, parse_lines, parse_paths
-from nccl_doctor.logs.patterns import field_number
-from nccl_doctor.logs.reader import WRAP_MIN
-from nccl_doctor.logs.transports import net_family
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.diagnosis.transports import net_family
+from nccl_doctor.logs.parse.model import ParseResult
+from nccl_doctor.logs.parse.parser import INFO_WRAP_MIN, LogParser, parse_lines, parse_paths
+from nccl_doctor.logs.parse.patterns import field_number
+from nccl_doctor.logs.parse.reader import WRAP_MIN
 
 LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "logs"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from nccl_doctor.logs.model import Category
-from nccl_doctor.logs.reader import clean
+from nccl_doctor.logs.parse.model import Category
+from nccl_doctor.logs.parse.reader import clean
 
 KIND_CHARS = 160  # characters of a message that its grouping kind (``warn_kind``) is made from
 

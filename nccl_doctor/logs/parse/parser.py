@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import cast
 
 from nccl_doctor.errors import InputError
-from nccl_doctor.logs.commlines import UNIDENTIFIED
-from nccl_doctor.logs.infolines import INFO_DISPATCH, InfoLines
-from nccl_doctor.logs.model import (
+from nccl_doctor.logs.parse.commlines import UNIDENTIFIED
+from nccl_doctor.logs.parse.infolines import INFO_DISPATCH, InfoLines
+from nccl_doctor.logs.parse.model import (
     MAX_HOSTS,
     MAX_NAME_CHARS,
     MAX_PROCS,
@@ -34,7 +34,7 @@ from nccl_doctor.logs.model import (
     Proc,
     SourceEntry,
 )
-from nccl_doctor.logs.patterns import (
+from nccl_doctor.logs.parse.patterns import (
     IGNORED_HEADS,
     LAST_ERROR_RE,
     LAUNCHER_RANK_RE,
@@ -48,7 +48,7 @@ from nccl_doctor.logs.patterns import (
     PT_RANK_RE,
     warn_kind,
 )
-from nccl_doctor.logs.reader import (
+from nccl_doctor.logs.parse.reader import (
     MAX_LINE,
     STDIN,
     WRAP_MIN,
@@ -60,7 +60,7 @@ from nccl_doctor.logs.reader import (
     read_blocks,
     resolve_inputs,
 )
-from nccl_doctor.logs.state import MAX_MEMO
+from nccl_doctor.logs.parse.state import MAX_MEMO
 
 # An NCCL INFO line shorter than this is read as complete; from this length on it may have been
 # hard-wrapped by a terminal and is held until the next physical line shows whether it goes on. Other

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nccl_doctor.codes import Code
-from nccl_doctor.logs.model import MIXED_PG, Category, Fact, Group, ParseResult
-from nccl_doctor.logs.patterns import NCCL_IN_PROGRESS, RETCODES
-from nccl_doctor.logs.where import (
+from nccl_doctor.logs.diagnosis.where import (
     first_host,
     group_evidence,
     group_where,
@@ -18,6 +16,8 @@ from nccl_doctor.logs.where import (
     setting,
     where_of,
 )
+from nccl_doctor.logs.parse.model import MIXED_PG, Category, Fact, Group, ParseResult
+from nccl_doctor.logs.parse.patterns import NCCL_IN_PROGRESS, RETCODES
 from nccl_doctor.report import Finding, Severity, finding, plural
 
 VIRTUAL_IFACES = ("veth", "docker", "br-", "virbr", "cni", "flannel", "cali")  # unreachable from other nodes

@@ -21,9 +21,9 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import fields
 from typing import Any
 
-from nccl_doctor.logs.commlines import MAX_RANKS_PER_COMM
-from nccl_doctor.logs.infolines import MAX_SETTING_VALUES
-from nccl_doctor.logs.model import (
+from nccl_doctor.logs.parse.commlines import MAX_RANKS_PER_COMM
+from nccl_doctor.logs.parse.infolines import MAX_SETTING_VALUES
+from nccl_doctor.logs.parse.model import (
     MAX_COMMS,
     MAX_EXAMPLES,
     MAX_GROUPS,
@@ -40,8 +40,8 @@ from nccl_doctor.logs.model import (
     Membership,
     Proc,
 )
-from nccl_doctor.logs.parser import MAX_PREFIXES, LogParser
-from nccl_doctor.logs.state import MAX_MEMO
+from nccl_doctor.logs.parse.parser import MAX_PREFIXES, LogParser
+from nccl_doctor.logs.parse.state import MAX_MEMO
 
 
 class Worker(LogParser):

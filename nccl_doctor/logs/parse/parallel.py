@@ -30,10 +30,10 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from nccl_doctor.errors import InputError
-from nccl_doctor.logs.merge import Worker, merge_into
-from nccl_doctor.logs.model import ParseResult
-from nccl_doctor.logs.parser import LogParser, check_dirs, gc_paused, parse_paths, read_source, source_entry
-from nccl_doctor.logs.reader import CHUNK, ReadStats, Source, read_range_blocks, resolve_inputs
+from nccl_doctor.logs.parse.merge import Worker, merge_into
+from nccl_doctor.logs.parse.model import ParseResult
+from nccl_doctor.logs.parse.parser import LogParser, check_dirs, gc_paused, parse_paths, read_source, source_entry
+from nccl_doctor.logs.parse.reader import CHUNK, ReadStats, Source, read_range_blocks, resolve_inputs
 
 # Below this many bytes of regular files, parse stays in one process: starting a worker, pickling its state
 # and merging it (~0.2 s) cost about what a second core saves on a 22 MB log (measured on 2 cores: docs/benchmarks.md).

@@ -8,10 +8,9 @@ import string
 from collections import Counter
 from collections.abc import Callable
 
-from nccl_doctor.logs.commlines import CommLines
-from nccl_doctor.logs.evidence import retry_line, transport_hint
-from nccl_doctor.logs.model import MAX_SET, OFI_PLUGIN, UNKNOWN_HOST, Fact, Proc
-from nccl_doctor.logs.patterns import (
+from nccl_doctor.logs.parse.commlines import CommLines
+from nccl_doctor.logs.parse.model import MAX_SET, OFI_PLUGIN, UNKNOWN_HOST, Fact, Proc
+from nccl_doctor.logs.parse.patterns import (
     BOOT_NET_RE,
     GDR_GPU_RE,
     GDR_HCA_RE,
@@ -29,7 +28,8 @@ from nccl_doctor.logs.patterns import (
     VERSION_RE,
     parse_setting,
 )
-from nccl_doctor.logs.reader import clean
+from nccl_doctor.logs.parse.reader import clean
+from nccl_doctor.logs.parse.warnsigns import retry_line, transport_hint
 
 MAX_SETTING_VALUES = 64  # distinct values counted per NCCL setting
 

@@ -11,18 +11,7 @@ import re
 from collections import Counter
 from typing import TypeVar
 
-from nccl_doctor.logs.evidence import (
-    TORCH_CUDA_ERROR_RE,
-    async_fatal,
-    catalog_fatal,
-    collnet_fallback,
-    collnet_setup,
-    fatal_beyond_rules,
-    recovery,
-    teardown,
-    transport_hint,
-)
-from nccl_doctor.logs.model import (
+from nccl_doctor.logs.parse.model import (
     MAX_GROUPS,
     MAX_SET,
     MIXED_PG,
@@ -37,7 +26,7 @@ from nccl_doctor.logs.model import (
     ParseResult,
     Proc,
 )
-from nccl_doctor.logs.patterns import (
+from nccl_doctor.logs.parse.patterns import (
     LAUNCHER_RANK_RE,
     PT_PG_RE,
     PT_RANK_RE,
@@ -47,7 +36,18 @@ from nccl_doctor.logs.patterns import (
     WATCHDOG_RE,
     warn_kind,
 )
-from nccl_doctor.logs.reader import clean
+from nccl_doctor.logs.parse.reader import clean
+from nccl_doctor.logs.parse.warnsigns import (
+    TORCH_CUDA_ERROR_RE,
+    async_fatal,
+    catalog_fatal,
+    collnet_fallback,
+    collnet_setup,
+    fatal_beyond_rules,
+    recovery,
+    teardown,
+    transport_hint,
+)
 
 MAX_MEMO = 4096  # distinct messages memoised per memo (``_names``, ``_settings``, ``_noop``) before it starts over
 EVIDENCE_CHARS = 500  # characters of a line kept as evidence

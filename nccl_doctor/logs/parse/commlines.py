@@ -4,8 +4,17 @@ transport each connection runs."""
 
 from __future__ import annotations
 
-from nccl_doctor.logs.model import MAX_COMMS, MAX_NAME_CHARS, MAX_TR_EVIDENCE, Comm, Membership, Proc, Tr, TransportKey
-from nccl_doctor.logs.patterns import (
+from nccl_doctor.logs.parse.model import (
+    MAX_COMMS,
+    MAX_NAME_CHARS,
+    MAX_TR_EVIDENCE,
+    Comm,
+    Membership,
+    Proc,
+    Tr,
+    TransportKey,
+)
+from nccl_doctor.logs.parse.patterns import (
     ALL_RANKS_RE,
     COMM_LINE_FAST_RE,
     COMM_RE,
@@ -18,8 +27,8 @@ from nccl_doctor.logs.patterns import (
     cut_short,
     field_number,
 )
-from nccl_doctor.logs.reader import clean
-from nccl_doctor.logs.state import ParserState
+from nccl_doctor.logs.parse.reader import clean
+from nccl_doctor.logs.parse.state import ParserState
 
 UNIDENTIFIED = "unidentified"  # the comm of channel lines whose init line never came
 MAX_RANKS_PER_COMM = 1 << 20  # ranks named by channel lines kept per communicator
