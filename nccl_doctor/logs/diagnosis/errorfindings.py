@@ -1,5 +1,5 @@
-"""Findings about what went wrong: fatal NCCL errors by category (each with the fix its own text
-selects), error-code traces, watchdog timeouts and the ranks behind the others."""
+"""Findings about what went wrong: fatal NCCL errors by category (each with the fix its own text selects, from
+the rows of ``logs/errorrules.py``), error-code traces, watchdog timeouts and the ranks behind the others."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from nccl_doctor.logs.diagnosis.where import (
     setting,
     where_of,
 )
+from nccl_doctor.logs.errorrules import RULE_OF, ErrorRule, FixBy
 from nccl_doctor.logs.parse.model import MIXED_PG, Category, Fact, Group, ParseResult
 from nccl_doctor.logs.parse.patterns import NCCL_IN_PROGRESS, RETCODES
 from nccl_doctor.report import Finding, Severity, finding, plural
@@ -30,129 +31,63 @@ IB_STATUS = {
 }
 
 
-_IB_STATUS_FIX = {
-    "12": ("the peer stopped answering over the fabric: check both ports with `ibstat` / `ibdiagnet` "
-           "(link flaps, cable), for RoCE the GID index (`show_gids`; NCCL_IB_GID_INDEX=3 is the usual "
-           "RoCEv2/IPv4 entry), MTU and PFC/ECN; NCCL_IB_TIMEOUT=22 gives a congested fabric more time"),
-    "13": "the receiver had no buffers posted: usually the remote process died; look for its first error",
-    "4": ("memory registration problem, most often GPUDirect RDMA: check `lsmod | grep nvidia_peermem` "
-          "(or DMA-BUF support); NCCL_NET_GDR_LEVEL=LOC disables GDR to confirm"),
-    "5": "a consequence of an earlier failure on the same connection; find the first error",
-}
-
-
-_ERROR_CODES: dict[str, Code] = {
-    Category.IB_COMPLETION: Code.IB_COMPLETION_ERROR, Category.CONNECT: Code.CONNECT_FAILED,
-    Category.VERBS: Code.RDMA_VERBS_ERROR, Category.CUDA: Code.CUDA_ERROR,
-    Category.NO_INTERFACE: Code.NO_SOCKET_INTERFACE,
-    Category.NCCL_ERROR: Code.NCCL_ERROR, Category.VERSION_MISMATCH: Code.NCCL_VERSION_MISMATCH,
-}
-
-
-def _fix_class(category: str, g: Group) -> str:
-    """What in a group's own text selects its fix: groups of one category share a finding only if equal."""
-    text = g.kind
-    if category == Category.IB_COMPLETION:
-        return g.detail.get("status", "")
-    if category == Category.VERBS:
-        if "create_cq" in text or "reg_mr" in text:
-            return "memlock"
-        if "modify_qp" in text:
-            return "gid"
-        return "mixed" if "incompatible" in text else ""
-    if category == Category.CUDA:
-        return next((cls for cls, words in _CUDA_CLASSES if any(w in text for w in words)), "")
-    if category == Category.NCCL_ERROR:
-        return "ifname" if "family" in text or "Internal check" in text else ""
-    return ""
-
-
 def error_findings(r: ParseResult) -> list[Finding]:
-    by_fix: dict[tuple[str, str], list[Group]] = {}
+    """One finding per category and fix class (``logs/errorrules.py``), in the order the groups came."""
+    by_fix: dict[tuple[ErrorRule, str], list[Group]] = {}
     for g in r.errors.values():
-        by_fix.setdefault((g.category, _fix_class(g.category, g)), []).append(g)
+        rule = RULE_OF.get(g.category, RULE_OF[Category.NCCL_ERROR])
+        by_fix.setdefault((rule, rule.fix_class(g)), []).append(g)
     out = []
-    for (category, cls), groups in by_fix.items():
+    for (rule, cls), groups in by_fix.items():
         groups.sort(key=lambda g: (g.first.line or 0) if g.first else 0)
         count = sum(g.count for g in groups)
         hosts = set().union(*(g.hosts for g in groups))
         ranks = set().union(*(g.ranks for g in groups))
         first = groups[0]
-        message, fix = _error_text(category, cls, groups, count=count, hosts=hosts, r=r)
+        message = rule.message.format(**_message_fields(rule, cls, groups, count=count, hosts=hosts, r=r))
         if ranks:
             message += f" ({ranks_text(ranks)})"
-        out.append(finding(_ERROR_CODES.get(category, Code.NCCL_ERROR), Severity.FAIL, message, fix,
+        out.append(finding(rule.code, Severity.FAIL, message, _fix_text(rule, cls, r),
                            evidence=group_evidence(groups),
                            **group_where(first, host=first_host(first),
                                          rank=min(first.ranks) if first.ranks else None)))
     return out
 
 
-_VERBS_FIX = {
-    "": "check the RDMA devices with `ibstat` / `ibv_devinfo` (ports ACTIVE) and `ulimit -l` (must be unlimited)",
-    "memlock": ("the locked-memory limit is too low: `ulimit -l` must print unlimited (Slurm: PropagateResourceLimits; "
-                "containers: --ulimit memlock=-1)"),
-    "gid": ("the queue pair could not reach the peer: for RoCE pick a routable GID with NCCL_IB_GID_INDEX "
-            "(list them with `show_gids`; 3 is the usual RoCEv2/IPv4 entry), and check `ibstat` on both hosts"),
-    "mixed": "mixing IB and RoCE ports: select one link type with NCCL_IB_HCA (compare `ibstat`)",
-}
-
-
-# What selects a CUDA error's fix, first match wins: "illegal memory access" names memory but is no allocation
-_CUDA_CLASSES = (("illegal", ("illegal memory access", "illegal address")),
-                 ("oom", ("out of memory", "MemoryAllocation", "Cannot allocate memory")))
-_CUDA_FIX = {
-    "": "check the GPU with `nvidia-smi` and the driver/CUDA versions (`nvidia-smi -q`, CUDA compat)",
-    "illegal": ("a kernel on this rank touched memory it does not own (model code, a custom kernel, or a faulty "
-                "GPU): rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel, and check `nvidia-smi -q` and dmesg "
-                "for Xid errors on that GPU; drain the node if it repeats on the same GPU"),
-    "oom": ("the GPU ran out of memory while NCCL set up its buffers: free memory before creating communicators, "
-            "or lower NCCL_BUFFSIZE / the number of channels (NCCL_MAX_NCHANNELS)"),
-}
 SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
 SHOWN_RETCODES = 3  # return codes an nccl-error finding names
 SHOWN_KINDS = 3  # distinct messages an nccl-error finding quotes
 
 
-def _error_text(category: str, cls: str, groups: list[Group], *, count: int, hosts: Iterable[str],
-                r: ParseResult) -> tuple[str, str]:
-    """Message and fix for groups of one category whose texts select the same fix (``cls``)."""
-    on = on_hosts(hosts)
-    times = plural(count, "time")
+def _message_fields(rule: ErrorRule, cls: str, groups: list[Group], *, count: int, hosts: Iterable[str],
+                    r: ParseResult) -> dict[str, str]:
+    """What a row's message template may name: where and how often, the texts, the IB status, return codes."""
     shown = [g.text or g.kind for g in groups]
-    if category == Category.IB_COMPLETION:
-        return _ib_completion_text(cls, groups, on, times)
-    if category == Category.CONNECT:
-        return f"connection between ranks failed{on} ({times}): {'; '.join(shown[:2])}", _connect_fix(r)
-    if category == Category.VERBS:
-        return f"RDMA verbs call failed{on} ({times}): {shown[0]}", _VERBS_FIX[cls]
-    if category == Category.CUDA:
-        return f"CUDA failure inside NCCL{on} ({times}): {shown[0]}", _CUDA_FIX[cls]
-    if category == Category.NO_INTERFACE:
-        ifname = setting(r, SOCKET_IFNAME)
-        fix = (f"NCCL_SOCKET_IFNAME={ifname} matches no interface with an IP address: list them with `ip -br addr` "
-               "and fix it") if ifname else \
-            "set NCCL_SOCKET_IFNAME to an interface that has an IP address (`ip -br addr`)"
-        return f"no usable network interface{on}: {shown[0]}", fix
-    if category == Category.VERSION_MISMATCH:
-        return f"NCCL reported mismatched versions between ranks{on}", \
-            "install the same NCCL on every node (one container image / one nvidia-nccl wheel)"
-    return _nccl_error_text(cls, shown, on, times, r)
-
-
-def _ib_completion_text(status: str, groups: list[Group], on: str, times: str) -> tuple[str, str]:
-    """IB work completion errors of one status (``""``: not printed), with the vendor errors seen."""
-    named = f"status {status} = {IB_STATUS.get(status, 'see ibv_wc_status')}" if status else ""
+    status = cls if rule.by == FixBy.STATUS else ""
     vendor = sorted({g.detail["vendor_err"] for g in groups if "vendor_err" in g.detail})
-    msg = f"IB work completion errors{on} ({times}; {named or 'status not printed'}"
-    msg += f", vendor err {', '.join(vendor)})" if vendor else ")"
-    fix = _IB_STATUS_FIX.get(status, "check the links of both hosts with `ibstat` and `ibdiagnet`, "
-                                     "and the peer's log for its first error")
-    return msg, fix
+    codes = [RETCODES[c] for c, _ in r.retcodes.most_common() if c in RETCODES]
+    return {
+        "on": on_hosts(hosts), "times": plural(count, "time"), "first": shown[0], "first_two": "; ".join(shown[:2]),
+        "kinds": "; ".join(dict.fromkeys(shown[:SHOWN_KINDS])),
+        "status": f"status {status} = {IB_STATUS.get(status, 'see ibv_wc_status')}" if status else "status not printed",
+        "vendor": f", vendor err {', '.join(vendor)}" if vendor else "",
+        "retcodes": f" (return codes: {', '.join(codes[:SHOWN_RETCODES])})" if codes else "",
+    }
 
 
-def _connect_fix(r: ParseResult) -> str:
-    """A failed connect: a virtual interface in use, else what NCCL_SOCKET_IFNAME matched, else pin one."""
+def _fix_text(rule: ErrorRule, cls: str, r: ParseResult) -> str:
+    """The row's fix for this class; where the log shows the interfaces NCCL used or was told to use, the fix
+    that names them."""
+    if rule.category == Category.CONNECT:
+        return _connect_fix(r) or rule.fix(cls).text
+    fix = rule.fix(cls)
+    ifname = setting(r, SOCKET_IFNAME) if fix.if_ifname else None
+    return fix.if_ifname.format(ifname=ifname) if fix.if_ifname and ifname else fix.text
+
+
+def _connect_fix(r: ParseResult) -> str | None:
+    """A failed connect: a virtual interface in use, else what NCCL_SOCKET_IFNAME matched (None: neither, the
+    row's own fix says to pin one)."""
     ifaces = {i for v in r.socket_ifaces.values() for i in v} | {i for v in r.bootstrap_ifaces.values() for i in v}
     virtual = sorted({i.split(":", 1)[0] for i in ifaces if i.startswith(VIRTUAL_IFACES) or "fe80:" in i})
     if virtual:
@@ -161,22 +96,7 @@ def _connect_fix(r: ParseResult) -> str:
     ifname = setting(r, SOCKET_IFNAME)
     if ifname:
         return _ifname_set_fix(ifname, ifaces)
-    return ("make sure the nodes reach each other on the interface NCCL uses (ping the peer address, "
-            "check firewalls/security groups) and pin it with NCCL_SOCKET_IFNAME=<routable interface>")
-
-
-def _nccl_error_text(cls: str, shown: list[str], on: str, times: str, r: ParseResult) -> tuple[str, str]:
-    """NCCL's own errors, with the return codes the traces show."""
-    kinds = "; ".join(dict.fromkeys(shown[:SHOWN_KINDS]))
-    codes = [RETCODES[c] for c, _ in r.retcodes.most_common() if c in RETCODES]
-    extra = f" (return codes: {', '.join(codes[:SHOWN_RETCODES])})" if codes else ""
-    fix = ("find the first WARN line of the first failing rank; "
-           "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV")
-    ifname = setting(r, SOCKET_IFNAME) if cls == "ifname" else None
-    if ifname:
-        fix = (f"NCCL_SOCKET_IFNAME={ifname} probably names no interface with an address on this node "
-               "(check `ip -br addr`); fix or unset it")
-    return f"NCCL failed{on} ({times}): {kinds}{extra}", fix
+    return None
 
 
 def _ifname_set_fix(ifname: str, ifaces: set[str]) -> str:

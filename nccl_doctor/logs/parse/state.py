@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from typing import TypeVar
 
+from nccl_doctor.logs.errorrules import WARN_PATTERNS
 from nccl_doctor.logs.parse.model import (
     MAX_GROUPS,
     MAX_SET,
@@ -32,7 +33,6 @@ from nccl_doctor.logs.parse.patterns import (
     PT_RANK_RE,
     RANFOR_RE,
     TIMEOUT_RE,
-    WARN_RULES,
     WATCHDOG_RE,
     warn_kind,
 )
@@ -135,7 +135,7 @@ class ParserState:
             self._recover(proc)
         # "Call to connect returned ..., retrying": not fatal itself; nor the CollNet set-up NCCL gives up
         retrying = (info and "retrying" in msg) or collnet_setup(msg) or recovery(msg)
-        for category, rx in WARN_RULES if not retrying else ():
+        for category, rx in WARN_PATTERNS if not retrying else ():
             if rx.search(msg):
                 if category in (Category.IB_COMPLETION, Category.VERBS):
                     self.result.verbs_seen = True

@@ -22,6 +22,7 @@ from nccl_doctor.logs.catalog.formats import (
     render,
 )
 from nccl_doctor.logs.catalog.matcher import Matcher
+from nccl_doctor.logs.errorrules import WARN_PATTERNS
 from nccl_doctor.logs.parse import patterns as P  # noqa: N812 - the patterns, short
 from nccl_doctor.logs.parse.model import Category
 
@@ -135,7 +136,7 @@ def _ifaces(msg: str) -> bool:
 
 def _category(want: Category) -> Callable[[str], bool]:
     def check(msg: str) -> bool:  # the first WARN rule that matches decides, as in CommLines._warn
-        return next((cat for cat, rx in P.WARN_RULES if rx.search(msg)), None) == want
+        return next((cat for cat, rx in WARN_PATTERNS if rx.search(msg)), None) == want
     return check
 
 
