@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import cast
 
 from nccl_doctor.errors import InputError
-from nccl_doctor.logs.parse.commlines import UNIDENTIFIED
-from nccl_doctor.logs.parse.infolines import INFO_DISPATCH, InfoLines
+from nccl_doctor.logs.parse.commlines import UNIDENTIFIED, channel, init_line, loose_membership
+from nccl_doctor.logs.parse.infolines import INFO_DISPATCH, numeric_info, setting, trace, version_line
 from nccl_doctor.logs.parse.model import (
     MAX_HOSTS,
     MAX_NAME_CHARS,
@@ -60,14 +60,22 @@ from nccl_doctor.logs.parse.reader import (
     read_blocks,
     resolve_inputs,
 )
-from nccl_doctor.logs.parse.state import MAX_MEMO
+from nccl_doctor.logs.parse.state import (
+    MAX_MEMO,
+    ParserState,
+    error,
+    judge_unrecovered,
+    torch_exception,
+    warn,
+    watchdog,
+)
 
 # An NCCL INFO line shorter than this is read as complete; from this length on it may have been
 # hard-wrapped by a terminal and is held until the next physical line shows whether it goes on. Other
-# NCCL lines are held from WRAP_MIN (reader.py) on. ``feed_all`` and ``_physical`` both decide by it.
+# NCCL lines are held from WRAP_MIN (reader.py) on. ``feed_all`` and ``physical`` both decide by it.
 INFO_WRAP_MIN = 160
-assert INFO_WRAP_MIN >= WRAP_MIN  # an INFO line held by _physical is held by feed_all too
-NOOP_MAX_CHARS = 120  # INFO messages up to this length may be memoised as no-ops (``_noop_message``)
+assert INFO_WRAP_MIN >= WRAP_MIN  # an INFO line held by physical() is held by feed_all too
+NOOP_MAX_CHARS = 120  # INFO messages up to this length may be memoised as no-ops (``noop_message``)
 MAX_SEEN_TAILS = 4096  # channel-line tails remembered per membership
 MAX_PREFIXES = 200_000  # distinct line prefixes cached before the cache starts over
 MAX_PREFIX_CHARS = 256  # longer line prefixes are not cached (200,000 of 16 KiB would be 3 GB)
@@ -78,368 +86,385 @@ INFO_MARK_LEN = len(INFO_MARK)
 WARN_MARK = "NCCL WARN "
 
 
-class LogParser(InfoLines):
-    """Feed physical lines with ``feed``; call ``finish`` once; read ``result``."""
+# physical lines: hard wraps, CRs and the cheap "is this about NCCL at all" filter
+def feed(st: ParserState, line: str) -> None:
+    st.lineno += 1
+    if "\r" in line:
+        for part in line.split("\r"):
+            if part:
+                physical(st, part)
+        return
+    physical(st, line)
 
-    # physical lines: hard wraps, CRs and the cheap "is this about NCCL at all" filter
-    def feed(self, line: str) -> None:
-        self.lineno += 1
-        if "\r" in line:
-            for part in line.split("\r"):
-                if part:
-                    self._physical(part)
-            return
-        self._physical(line)
 
-    def feed_all(self, lines: Iterable[str]) -> None:  # noqa: C901, PLR0912 - the hot loop: no call per line
-        """``feed`` every line, skipping lines that cannot change the result without a call or a regex.
+def feed_all(st: ParserState, lines: Iterable[str]) -> None:  # noqa: C901, PLR0912 - the hot loop: no call per line
+    """``feed`` every line, skipping lines that cannot change the result without a call or a regex.
 
-        This loop is the hot path of a 32,768-rank log, where ~75% of the lines are channel lines
-        that repeat a connection already counted (only the channel number differs) and ~10% are
-        INFO lines the diagnosis never reads (``IGNORED_HEADS``). A line is skipped, and only
-        counted, when its prefix is a known process whose current membership already holds the
-        line's tail (`` : ...``), or when it is an ignored head of a known prefix. The common case, the
-        same prefix as the line before, costs one ``startswith``; any other line takes the careful
-        path (``_logical`` / ``feed``), after which the cached prefix state is refreshed, because
-        only the careful path changes a process's membership.
-        """
-        cache, feed, logical = self._prefix_cache, self.feed, self._logical
-        ignored, noop = IGNORED_HEADS, self._noop
-        mark, mlen, info_wrap_min = INFO_MARK, INFO_MARK_LEN, INFO_WRAP_MIN  # locals: this loop runs per line
-        first = self.lineno + 1
-        lineno = first - 1
-        careful = 0  # lines not skipped; the others are counted as NCCL lines at the end
-        head, hlen, seen = None, 0, None  # "<prefix> NCCL INFO " of the last line, its proc's seen tails
-        for lineno, line in enumerate(lines, first):  # (the careful path leaves self.lineno at lineno)
-            if head is not None and line.startswith(head):
-                c = line[hlen:hlen + 2]
-                if c == "Ch" or c == "Ri":  # noqa: PLR1714 - two compares, no set built or hashed
-                    if seen is not None and (k := line.find(" : ", hlen)) > 0 and line[k:] in seen:
-                        continue
-                elif c in ignored and line.find(" NCCL ", hlen) < 0:
+    This loop is the hot path of a 32,768-rank log, where ~75% of the lines are channel lines
+    that repeat a connection already counted (only the channel number differs) and ~10% are
+    INFO lines the diagnosis never reads (``IGNORED_HEADS``). A line is skipped, and only
+    counted, when its prefix is a known process whose current membership already holds the
+    line's tail (`` : ...``), or when it is an ignored head of a known prefix. The common case, the
+    same prefix as the line before, costs one ``startswith``; any other line takes the careful
+    path (``logical`` / ``feed``), after which the cached prefix state is refreshed, because
+    only the careful path changes a process's membership.
+    """
+    cache, careful_feed, careful_logical = st.prefix_cache, feed, logical
+    ignored, noop = IGNORED_HEADS, st.noop
+    mark, mlen, info_wrap_min = INFO_MARK, INFO_MARK_LEN, INFO_WRAP_MIN  # locals: this loop runs per line
+    first = st.lineno + 1
+    lineno = first - 1
+    careful = 0  # lines not skipped; the others are counted as NCCL lines at the end
+    head, hlen, seen = None, 0, None  # "<prefix> NCCL INFO " of the last line, its proc's seen tails
+    for lineno, line in enumerate(lines, first):  # (the careful path leaves st.lineno at lineno)
+        if head is not None and line.startswith(head):
+            c = line[hlen:hlen + 2]
+            if c == "Ch" or c == "Ri":  # noqa: PLR1714 - two compares, no set built or hashed
+                if seen is not None and (k := line.find(" : ", hlen)) > 0 and line[k:] in seen:
                     continue
-                elif (c == "Co" or c[:1].isdigit()) and self._held is None and len(line) < info_wrap_min:
-                    msg = line[hlen:]
-                    q = noop.get(msg)
-                    if q is None:
-                        q = self._noop_message(msg)
-                    if q:
-                        continue
-                i = hlen - mlen
-            else:
-                i = line.find(mark)
-                if i > 0:
-                    j = i + mlen
-                    c = line[j:j + 2]
-                    if c == "Ch" or c == "Ri":  # noqa: PLR1714 - as above
-                        proc = cache.get(line[:i])
-                        cur = proc.cur if proc is not None else None
-                        if cur is not None and (k := line.find(" : ", i)) > 0 and line[k:] in cur.seen:
-                            continue
-                    elif c in ignored and line.find(" NCCL ", j) < 0 and line[:i] in cache:
-                        continue
-            careful += 1
-            if i > 0 and "\r" not in line:  # an INFO line: what _physical does with it, without the calls
-                self.lineno = lineno
-                if self._held is not None:
-                    self._flush_held()
-                if len(line) < info_wrap_min:  # what _physical decides for an INFO line
-                    logical(line)  # an ordinary INFO line: straight to its handler
-                else:  # a long line may go on on the next physical line (hard wrap): held until then
-                    self._held, self._held_lineno = line, lineno
-            else:
-                self.lineno = lineno - 1
-                feed(line)
-            head = None
+            elif c in ignored and line.find(" NCCL ", hlen) < 0:
+                continue
+            elif (c == "Co" or c[:1].isdigit()) and st.held is None and len(line) < info_wrap_min:
+                msg = line[hlen:]
+                q = noop.get(msg)
+                if q is None:
+                    q = noop_message(st, msg)
+                if q:
+                    continue
+            i = hlen - mlen
+        else:
+            i = line.find(mark)
             if i > 0:
-                prefix = line[:i]
-                if prefix in cache:
-                    proc = cache[prefix]
-                    hlen = i + mlen
-                    head = line[:hlen]
-                    seen = proc.cur.seen if proc is not None and proc.cur is not None else None
-        self.lineno = lineno
-        self.result.nccl_lines += lineno - first + 1 - careful  # the lines skipped
-
-    def would_skip(self, line: str) -> bool:
-        """Whether ``feed_all`` would skip this NCCL INFO line (count it only) in the present state while a
-        line is held (its no-op memo then skips nothing): what ``parallel.py`` asks before it reads a range's
-        first lines onto a held line."""
-        i = line.find(INFO_MARK)
-        if i <= 0:
-            return False
-        j = i + INFO_MARK_LEN
-        c = line[j:j + 2]
-        if c == "Ch" or c == "Ri":  # noqa: PLR1714 - as in feed_all
-            proc = self._prefix_cache.get(line[:i])
-            cur = proc.cur if proc is not None else None
-            return cur is not None and (k := line.find(" : ", i)) > 0 and line[k:] in cur.seen
-        return c in IGNORED_HEADS and line.find(" NCCL ", j) < 0 and line[:i] in self._prefix_cache
-
-    def take_continuations(self, lines: Iterable[str]) -> bool:
-        """Glue the first ``lines`` of what follows onto the held line, and flush it, as ``feed_all`` would;
-        False (nothing changed) where that cannot be known here: a line ``feed_all`` may skip or split
-        at a CR, or ``lines`` ending first. The lines glued on do nothing when fed again."""
-        held = self._held
-        assert held is not None
-        for line in lines:
-            if "\r" in line:
-                return False
-            if "NCCL" in line or "nccl" in line:
-                if self.would_skip(line):
-                    return False
-                break
-            if len(held) < MAX_LINE and is_continuation(line):
-                held += line
-            else:
-                break
+                j = i + mlen
+                c = line[j:j + 2]
+                if c == "Ch" or c == "Ri":  # noqa: PLR1714 - as above
+                    proc = cache.get(line[:i])
+                    cur = proc.cur if proc is not None else None
+                    if cur is not None and (k := line.find(" : ", i)) > 0 and line[k:] in cur.seen:
+                        continue
+                elif c in ignored and line.find(" NCCL ", j) < 0 and line[:i] in cache:
+                    continue
+        careful += 1
+        if i > 0 and "\r" not in line:  # an INFO line: what physical() does with it, without the calls
+            st.lineno = lineno
+            if st.held is not None:
+                flush_held(st)
+            if len(line) < info_wrap_min:  # what physical() decides for an INFO line
+                careful_logical(st, line)  # an ordinary INFO line: straight to its handler
+            else:  # a long line may go on on the next physical line (hard wrap): held until then
+                st.held, st.held_lineno = line, lineno
         else:
+            st.lineno = lineno - 1
+            careful_feed(st, line)
+        head = None
+        if i > 0:
+            prefix = line[:i]
+            if prefix in cache:
+                proc = cache[prefix]
+                hlen = i + mlen
+                head = line[:hlen]
+                seen = proc.cur.seen if proc is not None and proc.cur is not None else None
+    st.lineno = lineno
+    st.result.nccl_lines += lineno - first + 1 - careful  # the lines skipped
+
+
+def would_skip(st: ParserState, line: str) -> bool:
+    """Whether ``feed_all`` would skip this NCCL INFO line (count it only) in the present state while a
+    line is held (its no-op memo then skips nothing): what ``parallel.py`` asks before it reads a range's
+    first lines onto a held line."""
+    i = line.find(INFO_MARK)
+    if i <= 0:
+        return False
+    j = i + INFO_MARK_LEN
+    c = line[j:j + 2]
+    if c == "Ch" or c == "Ri":  # noqa: PLR1714 - as in feed_all
+        proc = st.prefix_cache.get(line[:i])
+        cur = proc.cur if proc is not None else None
+        return cur is not None and (k := line.find(" : ", i)) > 0 and line[k:] in cur.seen
+    return c in IGNORED_HEADS and line.find(" NCCL ", j) < 0 and line[:i] in st.prefix_cache
+
+
+def take_continuations(st: ParserState, lines: Iterable[str]) -> bool:
+    """Glue the first ``lines`` of what follows onto the held line, and flush it, as ``feed_all`` would;
+    False (nothing changed) where that cannot be known here: a line ``feed_all`` may skip or split
+    at a CR, or ``lines`` ending first. The lines glued on do nothing when fed again."""
+    held = st.held
+    assert held is not None
+    for line in lines:
+        if "\r" in line:
             return False
-        self._held = held
-        self._flush_held()
-        return True
-
-    def _noop_message(self, msg: str) -> bool:
-        """True for a frequent INFO message that ``_info`` ignores whatever process printed it.
-
-        ``Connected all rings`` without ``GDR`` and ``N coll channels, ... 0 nvls channels``: one
-        each per rank and communicator (~10% of a large log). Memoised per distinct text, which
-        repeats across ranks, so ``feed_all`` skips them with one dict lookup.
-        """
-        noop = "NCCL" not in msg and "\r" not in msg and len(msg) < NOOP_MAX_CHARS and (
-            (msg.startswith("Connected all ") and "GDR" not in msg)
-            or (msg[:1].isdigit() and " -> " not in msg and "nvls channels" in msg
-                and not any(int(n) for n in NVLS_CHANNELS_RE.findall(msg)))
-        )
-        if len(self._noop) >= MAX_MEMO:
-            self._noop.clear()
-        self._noop[msg] = noop
-        return noop
-
-    def _physical(self, line: str) -> None:
         if "NCCL" in line or "nccl" in line:
-            if self._held is not None:
-                self._flush_held()
-            if len(line) >= WRAP_MIN and (len(line) >= INFO_WRAP_MIN or INFO_MARK not in line):
-                self._held, self._held_lineno = line, self.lineno
-            else:
-                self._logical(line)
-        elif self._held is not None and len(self._held) < MAX_LINE and is_continuation(line):
-            self._held += line
+            if would_skip(st, line):
+                return False
+            break
+        if len(held) < MAX_LINE and is_continuation(line):
+            held += line
         else:
-            if self._held is not None:
-                self._flush_held()
-            if "Rank" in line and line.startswith("#"):
-                self._nccl_tests_header(line)
+            break
+    else:
+        return False
+    st.held = held
+    flush_held(st)
+    return True
 
-    def _flush_held(self) -> None:
-        held, self._held = cast(str, self._held), None  # (called only while a line is held)
-        lineno, self.lineno = self.lineno, self._held_lineno
-        self._logical(held)
-        self.lineno = lineno
 
-    def end_source(self) -> None:
-        if self._held is not None:
-            self._flush_held()
+def noop_message(st: ParserState, msg: str) -> bool:
+    """True for a frequent INFO message that ``info`` ignores whatever process printed it.
 
-    # logical lines
-    def _logical(self, line: str) -> None:
-        i = line.find(INFO_MARK)
-        if i >= 0:
-            msg = line[i + INFO_MARK_LEN:]
-            if "NCCL " in msg and self._split_spliced(line):
-                return
-            self.result.nccl_lines += 1
-            try:
-                proc = self._prefix_cache[line[:i]]
-            except KeyError:
-                proc = self._proc_for_prefix(line[:i])
-            self._info(proc, msg)
+    ``Connected all rings`` without ``GDR`` and ``N coll channels, ... 0 nvls channels``: one
+    each per rank and communicator (~10% of a large log). Memoised per distinct text, which
+    repeats across ranks, so ``feed_all`` skips them with one dict lookup.
+    """
+    noop = "NCCL" not in msg and "\r" not in msg and len(msg) < NOOP_MAX_CHARS and (
+        (msg.startswith("Connected all ") and "GDR" not in msg)
+        or (msg[:1].isdigit() and " -> " not in msg and "nvls channels" in msg
+            and not any(int(n) for n in NVLS_CHANNELS_RE.findall(msg)))
+    )
+    if len(st.noop) >= MAX_MEMO:
+        st.noop.clear()
+    st.noop[msg] = noop
+    return noop
+
+
+def physical(st: ParserState, line: str) -> None:
+    if "NCCL" in line or "nccl" in line:
+        if st.held is not None:
+            flush_held(st)
+        if len(line) >= WRAP_MIN and (len(line) >= INFO_WRAP_MIN or INFO_MARK not in line):
+            st.held, st.held_lineno = line, st.lineno
+        else:
+            logical(st, line)
+    elif st.held is not None and len(st.held) < MAX_LINE and is_continuation(line):
+        st.held += line
+    else:
+        if st.held is not None:
+            flush_held(st)
+        if "Rank" in line and line.startswith("#"):
+            nccl_tests_header(st, line)
+
+
+def flush_held(st: ParserState) -> None:
+    held, st.held = cast(str, st.held), None  # (called only while a line is held)
+    lineno, st.lineno = st.lineno, st.held_lineno
+    logical(st, held)
+    st.lineno = lineno
+
+
+def end_source(st: ParserState) -> None:
+    if st.held is not None:
+        flush_held(st)
+
+# logical lines
+def logical(st: ParserState, line: str) -> None:
+    i = line.find(INFO_MARK)
+    if i >= 0:
+        msg = line[i + INFO_MARK_LEN:]
+        if "NCCL " in msg and split_spliced(st, line):
             return
-        self._other(line)
+        st.result.nccl_lines += 1
+        try:
+            proc = st.prefix_cache[line[:i]]
+        except KeyError:
+            proc = proc_for_prefix(st, line[:i])
+        info(st, proc, msg)
+        return
+    other_line(st, line)
 
-    def _split_spliced(self, line: str) -> bool:
-        """Two NCCL records glued on one physical line: feed each on its own."""
-        if sum(map(line.count, MARK_WORDS)) < 2:  # each MARK_RE match holds one of them
-            return False
-        starts = []
-        for m in MARK_RE.finditer(line):
-            start, host = m.start(), m.group("host")
-            if host and host not in self.result.hosts and len(host) <= MAX_NAME_CHARS:  # "...IPCzeta:1:2 [0] NCCL"
-                known = self._known_suffix(host)
-                if known:
-                    start += len(host) - len(known)
-            starts.append(start)
-        if len(starts) < 2:
-            return False
-        starts[0] = 0
-        for a, b in zip(starts, [*starts[1:], len(line)], strict=True):
-            self._logical(line[a:b].rstrip())
+
+def split_spliced(st: ParserState, line: str) -> bool:
+    """Two NCCL records glued on one physical line: feed each on its own."""
+    if sum(map(line.count, MARK_WORDS)) < 2:  # each MARK_RE match holds one of them
+        return False
+    starts = []
+    for m in MARK_RE.finditer(line):
+        start, host = m.start(), m.group("host")
+        if host and host not in st.result.hosts and len(host) <= MAX_NAME_CHARS:  # "...IPCzeta:1:2 [0] NCCL"
+            known = known_suffix(st, host)
+            if known:
+                start += len(host) - len(known)
+        starts.append(start)
+    if len(starts) < 2:
+        return False
+    starts[0] = 0
+    for a, b in zip(starts, [*starts[1:], len(line)], strict=True):
+        logical(st, line[a:b].rstrip())
+    return True
+
+
+def known_suffix(st: ParserState, host: str) -> str | None:
+    """The first known host (in order of appearance) that ends ``host``, itself excluded.
+
+    Looks up each suffix of the name instead of scanning every known host: a new host per node
+    would otherwise make a 4,096-node log quadratic (8 million ``endswith`` calls).
+    """
+    hosts = st.result.hosts
+    found = [host[j:] for j in range(1, len(host)) if host[j:] in hosts]
+    if st.track:  # a range's worker: a name cut out of one known before the range would make it depend on that
+        st.splice_checked.add(host)
+        st.splice_found = st.splice_found or bool(found)
+    if len(found) <= 1:
+        return found[0] if found else None
+    order = {h: n for n, h in enumerate(hosts)}  # rare: several known names end this one
+    return min(found, key=order.__getitem__)
+
+
+def proc_for_prefix(st: ParserState, prefix: str) -> Proc | None:
+    """The process a line prefix names (None: none, or one past the limits), cached per prefix."""
+    r = st.result
+    if st.track and len(st.prefix_cache) > MAX_PREFIXES:
+        st.cache_cleared = True
+    text = clean(prefix) if ("[" in prefix or "\x1b" in prefix) else prefix
+    # the bare "host:pid:tid [dev]" is what PREFIX_RE finds at position 0, with the same groups
+    m = PREFIX_FAST_RE.match(text) or PREFIX_RE.search(text)
+    proc = None
+    if m:
+        host = m.group("host")
+        if host not in r.hosts and len(r.hosts) < MAX_HOSTS_SPLICE_CHECK and len(host) <= MAX_NAME_CHARS:
+            # a spliced line glues the tail of one record to the next host name
+            known = known_suffix(st, host)
+            host = known or host
+        pid, dev = int(m.group("pid")), int(m.group("dev"))
+        proc = r.procs.get((host, pid))
+        if proc is None and not past_limits(st, host):
+            proc = r.procs[(host, pid)] = Proc(host, pid)
+            r.hosts.setdefault(host, set()).add(pid)
+        if proc is not None and dev > r.host_max_dev.get(host, -1):
+            r.host_max_dev[host] = dev
+        lead = text[: m.start()]
+    else:
+        lead = text
+    lm = LAUNCHER_RANK_RE.match(lead) if lead else None
+    if lm:
+        r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
+    if len(prefix) <= MAX_PREFIX_CHARS:
+        if len(st.prefix_cache) > MAX_PREFIXES:
+            st.prefix_cache.clear()
+        st.prefix_cache[prefix] = proc
+    return proc
+
+
+def past_limits(st: ParserState, host: str) -> bool:
+    """A new process of a host past ``MAX_HOSTS`` (or with no name's length), or past ``MAX_PROCS``: its
+    lines are read as lines without a prefix (no host, no process) and the prefix is counted in ``folded``."""
+    r = st.result
+    if host not in r.hosts and (len(r.hosts) >= MAX_HOSTS or len(host) > MAX_NAME_CHARS):
+        r.folded[Folded.HOSTS] += 1
         return True
+    if len(r.procs) >= MAX_PROCS:
+        r.folded[Folded.PROCS] += 1
+        return True
+    return False
 
-    def _known_suffix(self, host: str) -> str | None:
-        """The first known host (in order of appearance) that ends ``host``, itself excluded.
+# INFO messages ---------------------------------------------------------------------------
+def info(st: ParserState, proc: Proc | None, msg: str) -> None:
+    c = msg[:2]
+    if c == "Ch" or c == "Ri" or (c == "Co" and msg.startswith("Coll")):  # noqa: PLR1714
+        k = msg.find(" : ")
+        if k > 0:
+            mem = proc.cur if proc is not None and proc.cur is not None else loose_membership(st, proc)
+            if mem.comm is st.sink:  # a communicator past MAX_COMMS: its lines are not kept
+                return
+            tail = msg[k:]
+            if tail in mem.seen:
+                return
+            if len(mem.seen) < MAX_SEEN_TAILS:
+                mem.seen.add(tail)
+            if " via " in tail:
+                channel(st, proc, mem, msg)
+            return
+    if (c == "co" or c == "nc" or c == "[R" or c == "ra" or c == "nr") and init_line(st, proc, msg):  # noqa: PLR1714
+        return
+    handler = INFO_DISPATCH.get(msg[:DISPATCH_CHARS])
+    if handler is not None:
+        handler(st, proc, msg)
+        return
+    if msg[:1].isdigit():
+        numeric_info(st, proc, msg)
+    elif " -> " in msg:
+        trace(st, proc, msg)
+    elif " set " in msg:
+        setting(st, msg)
+    elif "Call to connect returned" in msg or "NCCL WARN" in msg:
+        warn(st, proc, msg, info=True)
 
-        Looks up each suffix of the name instead of scanning every known host: a new host per node
-        would otherwise make a 4,096-node log quadratic (8 million ``endswith`` calls).
-        """
-        hosts = self.result.hosts
-        found = [host[j:] for j in range(1, len(host)) if host[j:] in hosts]
-        if len(found) <= 1:
-            return found[0] if found else None
-        order = {h: n for n, h in enumerate(hosts)}  # rare: several known names end this one
-        return min(found, key=order.__getitem__)
-
-    def _proc_for_prefix(self, prefix: str) -> Proc | None:
-        r = self.result
-        text = clean(prefix) if ("[" in prefix or "\x1b" in prefix) else prefix
-        # the bare "host:pid:tid [dev]" is what PREFIX_RE finds at position 0, with the same groups
-        m = PREFIX_FAST_RE.match(text) or PREFIX_RE.search(text)
+# WARN and everything without an INFO prefix -----------------------------------------------
+def other_line(st: ParserState, line: str) -> None:
+    i = line.find(" " + WARN_MARK)
+    if i >= 0 or line.startswith(WARN_MARK):
+        st.result.nccl_lines += 1
+        prefix = line[:i] if i > 0 else ""
         proc = None
-        if m:
-            host = m.group("host")
-            if host not in r.hosts and len(r.hosts) < MAX_HOSTS_SPLICE_CHECK and len(host) <= MAX_NAME_CHARS:
-                # a spliced line glues the tail of one record to the next host name
-                known = self._known_suffix(host)
-                host = known or host
-            pid, dev = int(m.group("pid")), int(m.group("dev"))
-            proc = r.procs.get((host, pid))
-            if proc is None and not self._past_limits(host):
-                proc = r.procs[(host, pid)] = Proc(host, pid)
-                r.hosts.setdefault(host, set()).add(pid)
-            if proc is not None and dev > r.host_max_dev.get(host, -1):
-                r.host_max_dev[host] = dev
-            lead = text[: m.start()]
-        else:
-            lead = text
-        lm = LAUNCHER_RANK_RE.match(lead) if lead else None
+        if prefix:
+            try:
+                proc = st.prefix_cache[prefix]
+            except KeyError:
+                proc = proc_for_prefix(st, prefix)
+        warn(st, proc, line[i + 1 + len(WARN_MARK):] if i >= 0 else line[len(WARN_MARK):], src=prefix)
+    else:
+        unprefixed(st, clean(line))
+
+
+def unprefixed(st: ParserState, text: str) -> None:
+    """A line about NCCL without an INFO or WARN prefix: a torch watchdog, an error text, a bare record."""
+    r = st.result
+    if "Watchdog caught collective operation timeout" in text:
+        r.nccl_lines += 1
+        watchdog(st, text)
+        return
+    for level in (" NCCL TRACE ", " NCCL ABORT ", "NCCL INFO "):
+        j = text.find(level)
+        if j >= 0:
+            r.nccl_lines += 1
+            if level == "NCCL INFO ":  # a record with no prefix at all
+                info(st, None, text[j + len(level):])
+            return
+    m = NCCL_ERROR_RE.search(text)
+    if m:
+        r.nccl_lines += 1
+        error(st, Category.NCCL_ERROR, text, None, kind=m.group(1), shown=m.group(1))
+        return
+    if "NCCL version" in text:
+        r.nccl_lines += 1
+        lm = LAUNCHER_RANK_RE.match(text)
+        version_line(st, None, text)
         if lm:
             r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
-        if len(prefix) <= MAX_PREFIX_CHARS:
-            if len(self._prefix_cache) > MAX_PREFIXES:
-                self._prefix_cache.clear()
-            self._prefix_cache[prefix] = proc
-        return proc
+        return
+    m = LAST_ERROR_RE.search(text)
+    if m and "nccl" in m.group(1)[:5]:
+        r.nccl_lines += 1
+        error(st, Category.NCCL_ERROR, text, None, kind=warn_kind(m.group(1)), shown=m.group(1))
+        return
+    if "ProcessGroupNCCL" in text:
+        r.nccl_lines += 1
+        torch_exception(st, text)  # a CUDA error NCCL's own lines may never show: fatal
+        lm = LAUNCHER_RANK_RE.match(text) or PT_RANK_RE.search(text)
+        if lm:
+            r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
 
-    def _past_limits(self, host: str) -> bool:
-        """A new process of a host past ``MAX_HOSTS`` (or with no name's length), or past ``MAX_PROCS``: its
-        lines are read as lines without a prefix (no host, no process) and the prefix is counted in ``folded``."""
-        r = self.result
-        if host not in r.hosts and (len(r.hosts) >= MAX_HOSTS or len(host) > MAX_NAME_CHARS):
-            r.folded[Folded.HOSTS] += 1
-            return True
-        if len(r.procs) >= MAX_PROCS:
-            r.folded[Folded.PROCS] += 1
-            return True
-        return False
 
-    # INFO messages ---------------------------------------------------------------------------
-    def _info(self, proc: Proc | None, msg: str) -> None:
-        c = msg[:2]
-        if c == "Ch" or c == "Ri" or (c == "Co" and msg.startswith("Coll")):  # noqa: PLR1714
-            k = msg.find(" : ")
-            if k > 0:
-                mem = proc.cur if proc is not None and proc.cur is not None else self._loose(proc)
-                if mem.comm is self._sink:  # a communicator past MAX_COMMS: its lines are not kept
-                    return
-                tail = msg[k:]
-                if tail in mem.seen:
-                    return
-                if len(mem.seen) < MAX_SEEN_TAILS:
-                    mem.seen.add(tail)
-                if " via " in tail:
-                    self._channel(proc, mem, msg)
-                return
-        if (c == "co" or c == "nc" or c == "[R" or c == "ra" or c == "nr") and self._init_line(proc, msg):  # noqa: PLR1714
-            return
-        handler = INFO_DISPATCH.get(msg[:DISPATCH_CHARS])
-        if handler is not None:
-            handler(self, proc, msg)
-            return
-        if msg[:1].isdigit():
-            self._numeric_info(proc, msg)
-        elif " -> " in msg:
-            self._trace(proc, msg)
-        elif " set " in msg:
-            self._setting(msg)
-        elif "Call to connect returned" in msg or "NCCL WARN" in msg:
-            self._warn(proc, msg, info=True)
+def nccl_tests_header(st: ParserState, line: str) -> None:
+    m = NCCLTESTS_RANK_RE.match(line)
+    if m:
+        st.result.named_ranks.add(int(m.group(1)))
 
-    # WARN and everything without an INFO prefix -----------------------------------------------
-    def _other(self, line: str) -> None:
-        i = line.find(" " + WARN_MARK)
-        if i >= 0 or line.startswith(WARN_MARK):
-            self.result.nccl_lines += 1
-            prefix = line[:i] if i > 0 else ""
-            proc = None
-            if prefix:
-                try:
-                    proc = self._prefix_cache[prefix]
-                except KeyError:
-                    proc = self._proc_for_prefix(prefix)
-            self._warn(proc, line[i + 1 + len(WARN_MARK):] if i >= 0 else line[len(WARN_MARK):], src=prefix)
-        else:
-            self._unprefixed(clean(line))
 
-    def _unprefixed(self, text: str) -> None:
-        """A line about NCCL without an INFO or WARN prefix: a torch watchdog, an error text, a bare record."""
-        r = self.result
-        if "Watchdog caught collective operation timeout" in text:
-            r.nccl_lines += 1
-            self._watchdog(text)
-            return
-        for level in (" NCCL TRACE ", " NCCL ABORT ", "NCCL INFO "):
-            j = text.find(level)
-            if j >= 0:
-                r.nccl_lines += 1
-                if level == "NCCL INFO ":  # a record with no prefix at all
-                    self._info(None, text[j + len(level):])
-                return
-        m = NCCL_ERROR_RE.search(text)
-        if m:
-            r.nccl_lines += 1
-            self._error(Category.NCCL_ERROR, text, None, kind=m.group(1), shown=m.group(1))
-            return
-        if "NCCL version" in text:
-            r.nccl_lines += 1
-            lm = LAUNCHER_RANK_RE.match(text)
-            self._version(None, text)
-            if lm:
-                r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
-            return
-        m = LAST_ERROR_RE.search(text)
-        if m and "nccl" in m.group(1)[:5]:
-            r.nccl_lines += 1
-            self._error(Category.NCCL_ERROR, text, None, kind=warn_kind(m.group(1)), shown=m.group(1))
-            return
-        if "ProcessGroupNCCL" in text:
-            r.nccl_lines += 1
-            self._torch_exception(text)  # a CUDA error NCCL's own lines may never show: fatal
-            lm = LAUNCHER_RANK_RE.match(text) or PT_RANK_RE.search(text)
-            if lm:
-                r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
-
-    def _nccl_tests_header(self, line: str) -> None:
-        m = NCCLTESTS_RANK_RE.match(line)
-        if m:
-            self.result.named_ranks.add(int(m.group(1)))
-
-    def finish(self) -> ParseResult:
-        """Hand channel lines that never met their communicator to one 'unidentified' comm."""
-        if self._held is not None:
-            self._flush_held()
-        self._judge_unrecovered()
-        r = self.result
-        loose = [p.cur.comm for p in r.procs.values() if p.cur is not None and p.cur.loose] + self._orphans
-        if self._unidentified is not None:
-            loose.append(self._unidentified)
-        loose = [c for c in loose if c.intra or c.net or c.collnet or c.nvls or c.rank_host]
-        if loose:
-            target = r.comms.setdefault(UNIDENTIFIED, Comm(UNIDENTIFIED))
-            for c in loose:
-                if c is not target:
-                    target.merge(c)
-        return r
+def finish(st: ParserState) -> ParseResult:
+    """Hand channel lines that never met their communicator to one 'unidentified' comm."""
+    if st.held is not None:
+        flush_held(st)
+    judge_unrecovered(st)
+    r = st.result
+    loose = [p.cur.comm for p in r.procs.values() if p.cur is not None and p.cur.loose] + st.orphans
+    if st.unidentified is not None:
+        loose.append(st.unidentified)
+    loose = [c for c in loose if c.intra or c.net or c.collnet or c.nvls or c.rank_host]
+    if loose:
+        target = r.comms.setdefault(UNIDENTIFIED, Comm(UNIDENTIFIED))
+        for c in loose:
+            if c is not target:
+                target.merge(c)
+    return r
 
 
 # --- public API ---------------------------------------------------------------------------------
@@ -447,8 +472,8 @@ class LogParser(InfoLines):
 
 def parse_lines(lines: Iterable[str], *, name: str = "<lines>") -> ParseResult:
     """Parse an iterable of text lines (line ends optional). Never raises on content."""
-    p = LogParser()
-    p.file = name
+    st = ParserState()
+    st.file = name
     n = 0
 
     def counted() -> Iterator[str]:
@@ -457,11 +482,11 @@ def parse_lines(lines: Iterable[str], *, name: str = "<lines>") -> ParseResult:
             n += 1
             yield line.rstrip("\r\n") if line.endswith(("\n", "\r")) else line
 
-    p.feed_all(counted())
-    p.end_source()
-    p.result.lines = n
-    p.result.sources.append({"name": name, "lines": n})
-    return p.finish()
+    feed_all(st, counted())
+    end_source(st)
+    st.result.lines = n
+    st.result.sources.append({"name": name, "lines": n})
+    return finish(st)
 
 
 def parse_paths(paths: Sequence[str | os.PathLike[str]]) -> ParseResult:
@@ -472,15 +497,15 @@ def parse_paths(paths: Sequence[str | os.PathLike[str]]) -> ParseResult:
     unreadable files of a directory walk and damaged content are recorded in ``result.sources`` and
     become a finding instead.
     """
-    p = LogParser()
+    st = ParserState()
     check_dirs(paths)
     inputs = resolve_inputs(list(paths))
-    p.result.skipped = inputs.skipped
+    st.result.skipped = inputs.skipped
     named = {os.fspath(x) for x in paths}
     with gc_paused():
         for source in inputs.sources:
-            read_source(p, source, named)
-        return p.finish()
+            read_source(st, source, named)
+        return finish(st)
 
 
 @contextmanager
@@ -502,13 +527,13 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_source(p: LogParser, source: Source, named: set[str]) -> None:
-    """Feed one whole source to ``p`` and list it in ``p.result.sources``."""
+def read_source(st: ParserState, source: Source, named: set[str]) -> None:
+    """Feed one whole source to ``st`` and list it in ``st.result.sources``."""
     stats = ReadStats()
-    p.file, p.lineno = source.name, 0
+    st.file, st.lineno = source.name, 0
     try:
         for block in read_blocks(source, stats):
-            p.feed_all(block)
+            feed_all(st, block)
     except InputError as exc:
         if source.name in named:  # a file the user named: a one-line input error
             raise
@@ -516,9 +541,9 @@ def read_source(p: LogParser, source: Source, named: set[str]) -> None:
         stats.error = str(exc).removeprefix(f"{source.name}: ")
     except OSError as exc:
         stats.error = f"read error ({exc.strerror or exc})"
-    p.end_source()
-    p.result.lines += stats.lines
-    p.result.sources.append(source_entry(source, stats))
+    end_source(st)
+    st.result.lines += stats.lines
+    st.result.sources.append(source_entry(source, stats))
 
 
 def source_entry(source: Source, stats: ReadStats) -> SourceEntry:

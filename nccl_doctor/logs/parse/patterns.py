@@ -22,7 +22,7 @@ RETCODE_OK = "0"  # ncclSuccess, as a trace prints it: not counted
 RETCODE_IN_PROGRESS = str(NCCL_IN_PROGRESS)  # as a trace prints it
 
 # INFO messages that say nothing the diagnosis uses (Trees, Setting affinity, P2P Chunksize,
-# threadThresholds, Init timings, Pattern): skipped in ``LogParser.feed_all`` once their prefix is known.
+# threadThresholds, Init timings, Pattern): skipped in ``parser.feed_all`` once their prefix is known.
 IGNORED_HEADS = frozenset({"Tr", "Se", "P2", "th", "In", "Pa"})
 
 # host:pid:tid [dev] with an optional "file:line (func)" for WARN lines; anything before is a prefix.
@@ -47,7 +47,7 @@ COMM_RE = re.compile(r"\bcomm (0x[0-9a-fA-F]+|\(nil\)|[0-9a-fA-F]+) rank (\d+) n
 FIELD_RE = re.compile(r"\b(commId|nNodes|localRanks) (0x[0-9a-fA-F]+|\d+)")
 OLD_RANK_RE = re.compile(r"^rank (\d+) nranks (\d+)")
 ALL_RANKS_RE = re.compile(r"^nranks (\d+)\s*$")  # 2.3-2.4 ncclCommInitAll: one process drives every GPU
-# the two init lines of 2.19+, whole (see _init_line): exactly what COMM_RE + FIELD_RE read from them
+# the two init lines of 2.19+, whole (see commlines.init_line): exactly what COMM_RE + FIELD_RE read from them
 INIT_RANK_FAST_RE = re.compile(
     r"ncclCommInitRank comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) cudaDev \d+ nvmlDev \d+ busId [0-9a-fA-F]+"
     r" commId (0x[0-9a-fA-F]+) - Init (START|COMPLETE)\Z"
