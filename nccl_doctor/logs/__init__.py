@@ -4,6 +4,6 @@ What other packages use is imported from here; the modules behind it are this pa
 """
 
 from nccl_doctor.logs.diagnosis.diagnose import diagnose
-from nccl_doctor.logs.parse.parser import parse_lines, parse_paths
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
 
 __all__ = ["diagnose", "parse_lines", "parse_paths"]

@@ -9,8 +9,8 @@ from nccl_doctor.errors import InputError
 from nccl_doctor.logs.catalog.explain import explain_unknown, unknowns_listing
 from nccl_doctor.logs.catalog.formats import load
 from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import no_nccl_message, parse_paths
 from nccl_doctor.logs.parse.parallel import default_jobs, parse_paths_parallel
-from nccl_doctor.logs.parse.parser import no_nccl_message, parse_paths
 from nccl_doctor.logs.parse.reader import STDIN
 from nccl_doctor.outcome import Outcome
 

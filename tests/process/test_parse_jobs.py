@@ -27,7 +27,7 @@ def test_workers_merge_to_the_one_process_report(tmp_path):
         from nccl_doctor import render
         from nccl_doctor.logs.parse import parallel
         from nccl_doctor.logs.diagnosis.diagnose import diagnose
-        from nccl_doctor.logs.parse.parser import parse_paths
+        from nccl_doctor.logs.parse.api import parse_paths
 
         if __name__ == "__main__":
             spec = importlib.util.spec_from_file_location("bench_parse", "{ROOT}/benchmarks/bench_parse.py")

@@ -30,19 +30,10 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from nccl_doctor.errors import InputError
+from nccl_doctor.logs.parse.api import check_dirs, gc_paused, parse_paths, read_source, source_entry
 from nccl_doctor.logs.parse.merge import merge_into
 from nccl_doctor.logs.parse.model import ParseResult
-from nccl_doctor.logs.parse.parser import (
-    check_dirs,
-    end_source,
-    feed_all,
-    finish,
-    gc_paused,
-    parse_paths,
-    read_source,
-    source_entry,
-    take_continuations,
-)
+from nccl_doctor.logs.parse.parser import end_source, feed_all, finish, take_continuations
 from nccl_doctor.logs.parse.reader import CHUNK, ReadStats, Source, read_range_blocks, resolve_inputs
 from nccl_doctor.logs.parse.state import ParserState
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor.logs.diagnosis.diagnose import diagnose
-from nccl_doctor.logs.parse.parser import parse_lines, parse_paths
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
 from nccl_doctor.logs.parse.state import ParserState, torch_exception
 from nccl_doctor.logs.parse.warnsigns import fatal_beyond_rules, teardown, transport_hint
 from nccl_doctor.report import Report

@@ -15,8 +15,8 @@ import pytest
 from nccl_doctor import render
 from nccl_doctor.logs.diagnosis.diagnose import diagnose
 from nccl_doctor.logs.parse import parallel
+from nccl_doctor.logs.parse.api import parse_paths
 from nccl_doctor.logs.parse.model import ParseResult
-from nccl_doctor.logs.parse.parser import parse_paths
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE_LOGS = sorted((ROOT / "fixtures" / "logs").glob("*.log")) + sorted((ROOT / "fixtures" / "nccl-logs").glob("*.log"))

@@ -9,8 +9,9 @@ import pytest
 
 from nccl_doctor.logs.diagnosis.diagnose import diagnose
 from nccl_doctor.logs.diagnosis.transports import net_family
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
 from nccl_doctor.logs.parse.model import ParseResult
-from nccl_doctor.logs.parse.parser import INFO_WRAP_MIN, feed, feed_all, finish, parse_lines, parse_paths
+from nccl_doctor.logs.parse.parser import INFO_WRAP_MIN, feed, feed_all, finish
 from nccl_doctor.logs.parse.patterns import field_number
 from nccl_doctor.logs.parse.reader import WRAP_MIN
 from nccl_doctor.logs.parse.state import ParserState

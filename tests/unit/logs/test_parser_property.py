@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nccl_doctor.logs.diagnosis.diagnose import diagnose
-from nccl_doctor.logs.parse.parser import parse_lines
+from nccl_doctor.logs.parse.api import parse_lines
 from nccl_doctor.logs.parse.reader import ReadStats, Source, read_lines
 
 PIECES = [
