@@ -122,7 +122,7 @@ def test_classes_come_from_the_rules(level, fmt, want):
 # ---- (b) every format of a handled class is recognised by the parser's patterns --------------------------
 
 def _via(msg: str) -> bool:
-    """As CommLines reads a channel line: VIA_RE, then a transport token that is not cut short."""
+    """As commlines.channel reads a channel line: VIA_RE, then a transport token that is not cut short."""
     v = P.VIA_RE.match(msg)
     if v is None:
         return False
@@ -135,7 +135,7 @@ def _ifaces(msg: str) -> bool:
 
 
 def _category(want: Category) -> Callable[[str], bool]:
-    def check(msg: str) -> bool:  # the first WARN rule that matches decides, as in CommLines._warn
+    def check(msg: str) -> bool:  # the first WARN rule that matches decides, as in state.warn
         return next((cat for cat, rx in WARN_PATTERNS if rx.search(msg)), None) == want
     return check
 
