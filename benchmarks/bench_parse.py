@@ -118,7 +118,7 @@ def floors(path: Path) -> dict[str, float]:
     """
     import re
 
-    from nccl_doctor.logs import reader as loglines
+    from nccl_doctor.logs.parse import reader as loglines
 
     src = loglines.Source(str(path), path)
     t0 = time.perf_counter()
@@ -144,13 +144,14 @@ def floors(path: Path) -> dict[str, float]:
 def phases(path: Path) -> dict[str, float]:
     """Seconds per phase of one in-process parse, so the ratio to the bare loop is explainable.
 
-    ``filter`` is ``LogParser.feed_all`` itself (the per-line loop that skips repeats); ``parse``
-    is the careful path it hands lines to (``_logical``/``feed``), timed around each call.
+    ``filter`` is ``parser.feed_all`` itself (the per-line loop that skips repeats); ``parse``
+    is the careful path it hands lines to (``logical``/``feed``), timed around each call.
     """
     from nccl_doctor import render
     from nccl_doctor.logs import diagnose
-    from nccl_doctor.logs import parser as logparse
-    from nccl_doctor.logs import reader as loglines
+    from nccl_doctor.logs.parse import parser as logparse
+    from nccl_doctor.logs.parse import reader as loglines
+    from nccl_doctor.logs.parse import state
 
     src = loglines.Source(str(path), path)
     t0 = time.perf_counter()
@@ -160,29 +161,29 @@ def phases(path: Path) -> dict[str, float]:
 
     careful = [0.0, 0, False]  # seconds, calls, inside a timed call
 
-    def timed(method):
-        def wrapper(self, line):
-            if careful[2]:  # feed -> _logical: time the outer call only
-                return method(self, line)
+    def timed(function):
+        def wrapper(st, line):
+            if careful[2]:  # feed -> logical: time the outer call only
+                return function(st, line)
             careful[2] = True
             t = time.perf_counter()
-            method(self, line)
+            function(st, line)
             careful[0] += time.perf_counter() - t
             careful[1] += 1
             careful[2] = False
             return None
         return wrapper
 
-    class Timed(logparse.LogParser):
-        _logical = timed(logparse.LogParser._logical)
-        feed = timed(logparse.LogParser.feed)
-
-    p = Timed()
-    p.file = str(path)
-    t0 = time.perf_counter()
-    for block in loglines.read_blocks(src, loglines.ReadStats()):
-        p.feed_all(block)
-    result = p.finish()
+    real = logparse.logical, logparse.feed
+    logparse.logical, logparse.feed = timed(real[0]), timed(real[1])  # what feed_all hands lines to
+    try:
+        st = state.ParserState(file=str(path))
+        t0 = time.perf_counter()
+        for block in loglines.read_blocks(src, loglines.ReadStats()):
+            logparse.feed_all(st, block)
+        result = logparse.finish(st)
+    finally:
+        logparse.logical, logparse.feed = real
     t_all = time.perf_counter() - t0
     t0 = time.perf_counter()
     report = diagnose(result)

@@ -17,7 +17,7 @@ Formats are deduplicated across tags; each keeps the ranges of tags it appears i
 
 Every WARN entry also records ``then``, what its source does right after the call (``return ncclSystemError``,
 ``goto fail``, ``continue``, ``set ncclInternalError`` for ``ret = ...``: NCCL's error paths), and ``error_class``
-(fatal, recoverable, informational) that ``nccl_doctor.logs.catalog.error_class`` gives it from its text, files
+(fatal, recoverable, informational) that ``nccl_doctor.logs.catalog.formats.error_class`` gives it from its text, files
 and ``then`` (catalog_version 2). The parser judges a WARN by that stored class.
 """
 
@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: this checkout's rules
-from nccl_doctor.logs.catalog import CATALOG_VERSION, error_class  # the error classes are the parser's
+from nccl_doctor.logs.catalog.formats import CATALOG_VERSION, error_class  # the error classes are the parser's
 
 SOURCE_EXTS = (".cc", ".cu", ".h", ".c", ".cpp", ".hpp", ".cuh")
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "nccl_doctor" / "logs" / "data" / "nccl-catalog.json.gz"

@@ -3,7 +3,7 @@
 What other packages use is imported from here; the modules behind it are this package's own.
 """
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.parser import parse_lines, parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
 
 __all__ = ["diagnose", "parse_lines", "parse_paths"]

@@ -6,12 +6,13 @@ import argparse
 from pathlib import Path
 
 from nccl_doctor.errors import InputError
-from nccl_doctor.logs.catalog import explain_unknown, load, unknowns_listing
-from nccl_doctor.logs.diagnose import diagnose
+from nccl_doctor.logs.catalog.explain import explain_unknown, unknowns_listing
+from nccl_doctor.logs.catalog.formats import load
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
 from nccl_doctor.logs.options import ParseOptions
-from nccl_doctor.logs.parallel import default_jobs, parse_paths_parallel
-from nccl_doctor.logs.parser import no_nccl_message, parse_paths
-from nccl_doctor.logs.reader import STDIN
+from nccl_doctor.logs.parse.api import no_nccl_message, parse_paths
+from nccl_doctor.logs.parse.parallel import default_jobs, parse_paths_parallel
+from nccl_doctor.logs.parse.reader import STDIN
 from nccl_doctor.outcome import Outcome
 from nccl_doctor.outputs import OutputFormat
 

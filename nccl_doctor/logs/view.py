@@ -6,10 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, TypedDict
 
-from nccl_doctor.logs.commlines import UNIDENTIFIED
-from nccl_doctor.logs.model import Comm, Group, ParseResult
-from nccl_doctor.logs.patterns import RETCODES
-from nccl_doctor.logs.transports import (
+from nccl_doctor.logs.diagnosis.transports import (
     NVLS,
     InterNode,
     Transport,
@@ -18,7 +15,10 @@ from nccl_doctor.logs.transports import (
     net_family,
     split_net,
 )
-from nccl_doctor.logs.where import all_ranks, ranges
+from nccl_doctor.logs.diagnosis.where import all_ranks, ranges
+from nccl_doctor.logs.parse.commlines import UNIDENTIFIED
+from nccl_doctor.logs.parse.model import Comm, Group, ParseResult
+from nccl_doctor.logs.parse.patterns import RETCODES
 from nccl_doctor.report import Report, Table, plural
 
 MAX_TABLE_ROWS = 40  # communicators shown one per row; more are grouped by what they have in common

@@ -25,9 +25,9 @@ def test_workers_merge_to_the_one_process_report(tmp_path):
         import importlib.util, sys
         from pathlib import Path
         from nccl_doctor import render
-        from nccl_doctor.logs import parallel
-        from nccl_doctor.logs.diagnose import diagnose
-        from nccl_doctor.logs.parser import parse_paths
+        from nccl_doctor.logs.parse import parallel
+        from nccl_doctor.logs.diagnosis.diagnose import diagnose
+        from nccl_doctor.logs.parse.api import parse_paths
 
         if __name__ == "__main__":
             spec = importlib.util.spec_from_file_location("bench_parse", "{ROOT}/benchmarks/bench_parse.py")
@@ -50,7 +50,7 @@ def test_a_worker_that_dies_is_one_error_line(tmp_path):
     proc = run_script(tmp_path, f"""
         import os, sys
         from nccl_doctor.errors import InputError
-        from nccl_doctor.logs import parallel
+        from nccl_doctor.logs.parse import parallel
 
         def die(task):
             os._exit(3)

@@ -11,19 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.logs import patterns as P  # noqa: N812 - the patterns, short
-from nccl_doctor.logs.catalog import (
+from nccl_doctor.logs.catalog.formats import (
     CATALOG_VERSION,
     Catalog,
     Cls,
     Entry,
-    Matcher,
     classify,
     format_regex,
     load,
     render,
 )
-from nccl_doctor.logs.model import Category
+from nccl_doctor.logs.catalog.matcher import Matcher
+from nccl_doctor.logs.errorrules import WARN_PATTERNS
+from nccl_doctor.logs.parse import patterns as P  # noqa: N812 - the patterns, short
+from nccl_doctor.logs.parse.model import Category
 
 NOT_HANDLED = Path(__file__).with_name("catalog_not_handled.json")
 
@@ -121,7 +122,7 @@ def test_classes_come_from_the_rules(level, fmt, want):
 # ---- (b) every format of a handled class is recognised by the parser's patterns --------------------------
 
 def _via(msg: str) -> bool:
-    """As CommLines reads a channel line: VIA_RE, then a transport token that is not cut short."""
+    """As commlines.channel reads a channel line: VIA_RE, then a transport token that is not cut short."""
     v = P.VIA_RE.match(msg)
     if v is None:
         return False
@@ -134,8 +135,8 @@ def _ifaces(msg: str) -> bool:
 
 
 def _category(want: Category) -> Callable[[str], bool]:
-    def check(msg: str) -> bool:  # the first WARN rule that matches decides, as in CommLines._warn
-        return next((cat for cat, rx in P.WARN_RULES if rx.search(msg)), None) == want
+    def check(msg: str) -> bool:  # the first WARN rule that matches decides, as in state.warn
+        return next((cat for cat, rx in WARN_PATTERNS if rx.search(msg)), None) == want
     return check
 
 

@@ -11,10 +11,11 @@ from collections import defaultdict
 import pytest
 
 from nccl_doctor.logs import diagnose, parse_lines
-from nccl_doctor.logs.catalog import Catalog, Cls, Entry, error_class, load, pieces, render
-from nccl_doctor.logs.parser import LogParser
-from nccl_doctor.logs.patterns import warn_kind
-from nccl_doctor.logs.warnclass import WarnMatcher, warn_class
+from nccl_doctor.logs.catalog.formats import Catalog, Cls, Entry, error_class, load, pieces, render
+from nccl_doctor.logs.catalog.warnclass import WarnMatcher, warn_class
+from nccl_doctor.logs.parse.parser import feed_all, finish
+from nccl_doctor.logs.parse.patterns import warn_kind
+from nccl_doctor.logs.parse.state import ParserState
 from nccl_doctor.report import Severity
 
 PREFIX = "node1:100:100 [0] NCCL WARN "
@@ -148,14 +149,14 @@ def test_hostile_warn_messages_cannot_make_the_parse_path_slow(catalog):
 def test_a_process_holds_one_fatal_warn_whatever_the_log():
     """Held WARNs are state per process: a process that prints thousands of different fatal WARNs holds the
     first (the cause; the rest follow from it) with the count of its own kind, so memory stays per process."""
-    p = LogParser()
+    p = ParserState()
     lines = [PREFIX + "Attempt to use communicator before the previous operation returned ncclSuccess"] * 3
     lines += [PREFIX + f"Split shares resources, but parent comm netName IB is different from child comm netName "
               f"{'xy'[i % 2] * (i % 40)}z{'ab'[i // 40 % 2] * (i // 80)}" for i in range(3000)]
     assert warn_class(lines[-1][len(PREFIX):]) == Cls.FATAL and len({warn_kind(x) for x in lines}) > 1000
-    p.feed_all(lines)
+    feed_all(p, lines)
     (proc,) = p.result.procs.values()
     assert proc.fatal_warn is not None and proc.fatal_warn[4] == 3
-    r = p.finish()
+    r = finish(p)
     assert [(g.kind, g.count) for g in r.errors.values()] == [
         ("Attempt to use communicator before the previous operation returned ncclSuccess", 3)]

@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 from nccl_doctor.cli import main
-from nccl_doctor.logs import catalog as catalog_module
-from nccl_doctor.logs import warnclass
-from nccl_doctor.logs.catalog import CATALOG_VERSION, explain_unknown
+from nccl_doctor.logs.catalog import explain as explain_module
+from nccl_doctor.logs.catalog import formats as catalog_module
+from nccl_doctor.logs.catalog import warnclass
+from nccl_doctor.logs.catalog.explain import explain_unknown
+from nccl_doctor.logs.catalog.formats import CATALOG_VERSION
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "fixtures" / "logs" / "explain-unknown-vendor-plugin-lines.log"
@@ -68,7 +70,7 @@ def test_no_nccl_line_is_an_input_error(tmp_path, capsys):
 
 
 def test_memory_is_bounded_by_the_kind_cap(tmp_path, monkeypatch):
-    monkeypatch.setattr(catalog_module, "MAX_UNKNOWN_KINDS", 3)
+    monkeypatch.setattr(explain_module, "MAX_UNKNOWN_KINDS", 3)
     log = tmp_path / "many.log"
     log.write_text("".join(f"h:1:1 [0] NCCL INFO Frobnic word{chr(97 + i % 26)}{chr(97 + i // 26)} up\n"
                            for i in range(100)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nccl_doctor.logs import diagnose, parse_lines, parse_paths
-from nccl_doctor.logs.parallel import parse_paths_parallel, parse_range
+from nccl_doctor.logs.parse.parallel import parse_paths_parallel, parse_range
 from nccl_doctor.report import Report, Severity
 
 LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "logs"

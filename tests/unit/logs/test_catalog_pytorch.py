@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_doctor.logs import diagnose, parse_lines
-from nccl_doctor.logs.catalog import Catalog, Cls, load, render
+from nccl_doctor.logs.catalog.formats import Catalog, Cls, load, render
 from nccl_doctor.report import Severity
 
 TORCH_PREFIX = "[rank1]:[E1118 20:32:23.955028747 ProcessGroupNCCL.cpp:629] "

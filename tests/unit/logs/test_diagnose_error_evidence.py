@@ -3,8 +3,8 @@ of that log is the error (issue 12, point 4)."""
 
 from __future__ import annotations
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.parser import parse_lines
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_lines
 
 COMPLETION = ("node1:1234:1300 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
               "10.0.0.2<43120> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.0.0.1 "

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.parser import parse_lines, parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
 
 LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "logs"
 

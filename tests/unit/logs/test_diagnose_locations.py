@@ -11,8 +11,8 @@ import pytest
 
 from nccl_doctor.cli import main
 from nccl_doctor.errors import InputError
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.parser import parse_lines, parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
 
 ROOT = Path(__file__).resolve().parents[3]
 REAL = ROOT / "fixtures" / "nccl-logs"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.parser import parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_paths
 
 LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "nccl-logs"
 LABELS = json.loads((LOGS / "labels.json").read_text())

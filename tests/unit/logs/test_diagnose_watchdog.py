@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.parser import parse_lines, parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
 
 ROOT = Path(__file__).resolve().parents[3]
 

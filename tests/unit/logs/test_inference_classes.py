@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.evidence import fatal_beyond_rules, teardown, transport_hint
-from nccl_doctor.logs.parser import LogParser, parse_lines, parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
+from nccl_doctor.logs.parse.state import ParserState, torch_exception
+from nccl_doctor.logs.parse.warnsigns import fatal_beyond_rules, teardown, transport_hint
 from nccl_doctor.report import Report
 
 LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "logs"
@@ -119,14 +120,14 @@ def test_nccl_2_3_receive_side_net_lines_are_not_nic_loopback() -> None:
 
 def test_pytorch_watchdog_cuda_error_is_fatal() -> None:
     """PyTorch's watchdog rethrows c10's ``CUDA error: ...`` with no NCCL line around it (the parser hands
-    ProcessGroupNCCL lines without an NCCL prefix to ``_torch_exception``)."""
-    p = LogParser()
+    ProcessGroupNCCL lines without an NCCL prefix to ``torch_exception``)."""
+    p = ParserState()
     line = (LOGS / "pytorch-watchdog-cuda-illegal-memory-access.log").read_text().splitlines()[0]
-    assert p._torch_exception(line)
+    assert torch_exception(p, line)
     (group,) = p.result.errors.values()
     assert group.category == "cuda" and group.ranks == {1}
     assert group.text == "CUDA error: an illegal memory access was encountered"
-    assert not LogParser()._torch_exception("[rank1]:[I ProcessGroupNCCL.cpp:1000] [PG 0 Rank 1] NCCL_DEBUG: INFO")
+    assert not torch_exception(ParserState(), "[rank1]:[I ProcessGroupNCCL.cpp:1000] [PG 0 Rank 1] NCCL_DEBUG: INFO")
 
 
 def test_an_illegal_memory_access_is_not_told_to_free_memory() -> None:

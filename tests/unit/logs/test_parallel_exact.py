@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor import render
-from nccl_doctor.logs import parallel
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.model import ParseResult
-from nccl_doctor.logs.parser import parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse import parallel
+from nccl_doctor.logs.parse.api import parse_paths
+from nccl_doctor.logs.parse.model import ParseResult
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE_LOGS = sorted((ROOT / "fixtures" / "logs").glob("*.log")) + sorted((ROOT / "fixtures" / "nccl-logs").glob("*.log"))

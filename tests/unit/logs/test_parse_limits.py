@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor.logs import parse_lines, parse_paths
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.model import MAX_COMMS, MAX_HOSTS, MAX_NAME_CHARS, MAX_NAMES, MAX_PROCS, Folded, ParseResult
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.model import MAX_COMMS, MAX_HOSTS, MAX_NAME_CHARS, MAX_NAMES, MAX_PROCS, Folded, ParseResult
 from nccl_doctor.render import render_json
 from tests.unit.logs.test_parallel_exact import parallel_reports, reports
 
@@ -27,7 +27,7 @@ SMALL_HOSTS, SMALL_COMMS, SMALL_NAMES = 2000, 1000, 300  # the limits in the slo
 @pytest.fixture
 def small_limits(monkeypatch):
     """The limits lowered where the parser and the merge read them: ranges and memory checked in seconds."""
-    from nccl_doctor.logs import commlines, merge, model, parser
+    from nccl_doctor.logs.parse import commlines, merge, model, parser
 
     for module in (parser, merge):
         monkeypatch.setattr(module, "MAX_HOSTS", SMALL_HOSTS)
@@ -143,14 +143,15 @@ def test_jobs_merge_is_exact_past_the_limits(tmp_path: Path, small_limits):
 def test_a_long_line_prefix_is_read_but_not_cached():
     """A prefix longer than MAX_PREFIX_CHARS (a launcher's long tag) still names its process; it is not kept in
     the prefix cache (200,000 prefixes of 16 KiB each would be 3 GB)."""
-    from nccl_doctor.logs.parser import MAX_PREFIX_CHARS, LogParser
+    from nccl_doctor.logs.parse.parser import MAX_PREFIX_CHARS, feed_all, finish
+    from nccl_doctor.logs.parse.state import ParserState
 
     lead = "x" * MAX_PREFIX_CHARS
-    p = LogParser()
-    p.feed_all([f"{lead} node1:5:5 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"] * 3)
-    r = p.finish()
+    p = ParserState()
+    feed_all(p, [f"{lead} node1:5:5 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"] * 3)
+    r = finish(p)
     assert list(r.hosts) == ["node1"] and r.bootstrap_ifaces == {"node1": ["eth0:10.0.0.1"]}
-    assert not p._prefix_cache and r.nccl_lines == 3
+    assert not p.prefix_cache and r.nccl_lines == 3
 
 
 def test_names_past_the_limit_are_counted_not_kept():

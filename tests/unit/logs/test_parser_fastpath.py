@@ -3,7 +3,7 @@ prefix, long lines held inline for wrap detection) read exactly what the general
 
 from __future__ import annotations
 
-from nccl_doctor.logs.parser import parse_lines
+from nccl_doctor.logs.parse.api import parse_lines
 
 
 def _rank_lines(host: str, pid: int, rank: int, nranks: int, *, general: bool) -> list[str]:

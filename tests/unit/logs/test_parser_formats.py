@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.model import ParseResult
-from nccl_doctor.logs.parser import INFO_WRAP_MIN, LogParser, parse_lines, parse_paths
-from nccl_doctor.logs.patterns import field_number
-from nccl_doctor.logs.reader import WRAP_MIN
-from nccl_doctor.logs.transports import net_family
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.diagnosis.transports import net_family
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
+from nccl_doctor.logs.parse.model import ParseResult
+from nccl_doctor.logs.parse.parser import INFO_WRAP_MIN, feed, feed_all, finish
+from nccl_doctor.logs.parse.patterns import field_number
+from nccl_doctor.logs.parse.reader import WRAP_MIN
+from nccl_doctor.logs.parse.state import ParserState
 
 LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "logs"
 
@@ -186,16 +188,16 @@ def test_info_lines_are_held_for_a_wrap_from_info_wrap_min_on():
     length on, a continuation line is (the hard wrap of a terminal). Other NCCL lines from WRAP_MIN on."""
     assert INFO_WRAP_MIN >= WRAP_MIN
     head = "n1:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to "
-    for feed in ("feed_all", "feed"):
+    for way in ("feed_all", "feed"):
         for length, joined in ((INFO_WRAP_MIN - 1, False), (INFO_WRAP_MIN, True)):
             value = "e" * (length - len(head))
-            p = LogParser()
+            p = ParserState()
             lines = [head + value, "xtra"]
-            if feed == "feed_all":
-                p.feed_all(lines)
+            if way == "feed_all":
+                feed_all(p, lines)
             else:
                 for line in lines:
-                    p.feed(line)
-            r = p.finish()
+                    feed(p, line)
+            r = finish(p)
             want = value + "xtra" if joined else value
-            assert r.settings["NCCL_SOCKET_IFNAME"] == {want: 1}, (feed, length)
+            assert r.settings["NCCL_SOCKET_IFNAME"] == {want: 1}, (way, length)

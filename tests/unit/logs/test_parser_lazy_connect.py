@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.parser import parse_lines, parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_lines, parse_paths
 
 LOG = Path(__file__).resolve().parents[3] / "fixtures" / "logs" / "nccl-2.22-lazy-connect-world-channels-after-intra-comm.log"
 WORLD, ALPHA_LOCAL, RAIL0 = "0x6c1f0a2b3c4d5e6f", "0x1b2c3d4e5f607182", "0x3d4e5f6071829304"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nccl_doctor.logs.diagnose import diagnose
-from nccl_doctor.logs.parser import parse_lines
-from nccl_doctor.logs.reader import ReadStats, Source, read_lines
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_lines
+from nccl_doctor.logs.parse.reader import ReadStats, Source, read_lines
 
 PIECES = [
     "node01:1:2 [0] NCCL INFO ", "NCCL WARN ", " NCCL INFO ", "Channel 00/0 : ", "Ring 01 : ", "0[0] -> 1[1] ",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_doctor.logs.where import ranges, ranks_text
+from nccl_doctor.logs.diagnosis.where import ranges, ranks_text
 
 
 @pytest.mark.parametrize(("ranks", "text"), [

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nccl_doctor.logs import reader
-from nccl_doctor.logs.reader import MAX_LINE, ReadStats, Source, read_lines
+from nccl_doctor.logs.parse import reader
+from nccl_doctor.logs.parse.reader import MAX_LINE, ReadStats, Source, read_lines
 
 # line lengths around the cut and around the reader's window of MAX_LINE // 2 bytes
 LENGTHS = [0, 1, 80, 200, MAX_LINE // 2 - 1, MAX_LINE // 2, MAX_LINE - 1, MAX_LINE, MAX_LINE + 1, 3 * MAX_LINE + 5]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
-from nccl_doctor.logs.catalog import MAX_EXAMPLE, Cls, Entry, entry_from, literal, pieces, read_document
+from nccl_doctor.logs.catalog.formats import MAX_EXAMPLE, Cls, Entry, entry_from, literal, pieces, read_document
 
 
 class WarnMatcher:

@@ -12,11 +12,9 @@ This module holds ``diagnose`` and the findings about transports, versions, warn
 from __future__ import annotations
 
 from nccl_doctor.codes import Code
-from nccl_doctor.logs.errorfindings import behind_finding, error_findings, trace_finding, watchdog_findings
-from nccl_doctor.logs.evidence import collnet_setup
-from nccl_doctor.logs.limits import limits_finding
-from nccl_doctor.logs.model import OFI_PLUGIN, UNKNOWN_HOST, Comm, Evidence, Fact, ParseResult
-from nccl_doctor.logs.transports import (
+from nccl_doctor.logs.diagnosis.errorfindings import behind_finding, error_findings, trace_finding, watchdog_findings
+from nccl_doctor.logs.diagnosis.limits import limits_finding
+from nccl_doctor.logs.diagnosis.transports import (
     InterNode,
     Transport,
     by_position,
@@ -34,8 +32,7 @@ from nccl_doctor.logs.transports import (
     static_transport_lines,
     without_errors,
 )
-from nccl_doctor.logs.view import show
-from nccl_doctor.logs.where import (
+from nccl_doctor.logs.diagnosis.where import (
     WhereArgs,
     any_line,
     first_host,
@@ -47,6 +44,9 @@ from nccl_doctor.logs.where import (
     setting,
     where_of,
 )
+from nccl_doctor.logs.parse.model import OFI_PLUGIN, UNKNOWN_HOST, Comm, Evidence, Fact, ParseResult
+from nccl_doctor.logs.parse.warnsigns import collnet_setup
+from nccl_doctor.logs.view import show
 from nccl_doctor.report import Finding, Report, Severity, finding, hosts_text, plural
 
 

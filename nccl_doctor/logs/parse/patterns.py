@@ -1,5 +1,5 @@
-"""What the parser recognises NCCL lines by: the compiled regexes, the transport-token tables, the
-rules that sort an NCCL WARN into an error category, and the small pure readers built on them.
+"""What the parser recognises NCCL lines by: the compiled regexes, the transport-token tables and the
+small pure readers built on them (what sorts a fatal WARN into an error category: ``logs/errorrules.py``).
 
 Every regex is compiled once, at import, and used only after a cheap substring test has picked the
 line. Formats follow NCCL 2.0 to 2.30 (see ``reference/nccl-facts.md`` section A).
@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from nccl_doctor.logs.model import Category
-from nccl_doctor.logs.reader import clean
+from nccl_doctor.logs.parse.reader import clean
 
 KIND_CHARS = 160  # characters of a message that its grouping kind (``warn_kind``) is made from
 
@@ -23,7 +22,7 @@ RETCODE_OK = "0"  # ncclSuccess, as a trace prints it: not counted
 RETCODE_IN_PROGRESS = str(NCCL_IN_PROGRESS)  # as a trace prints it
 
 # INFO messages that say nothing the diagnosis uses (Trees, Setting affinity, P2P Chunksize,
-# threadThresholds, Init timings, Pattern): skipped in ``LogParser.feed_all`` once their prefix is known.
+# threadThresholds, Init timings, Pattern): skipped in ``parser.feed_all`` once their prefix is known.
 IGNORED_HEADS = frozenset({"Tr", "Se", "P2", "th", "In", "Pa"})
 
 # host:pid:tid [dev] with an optional "file:line (func)" for WARN lines; anything before is a prefix.
@@ -48,7 +47,7 @@ COMM_RE = re.compile(r"\bcomm (0x[0-9a-fA-F]+|\(nil\)|[0-9a-fA-F]+) rank (\d+) n
 FIELD_RE = re.compile(r"\b(commId|nNodes|localRanks) (0x[0-9a-fA-F]+|\d+)")
 OLD_RANK_RE = re.compile(r"^rank (\d+) nranks (\d+)")
 ALL_RANKS_RE = re.compile(r"^nranks (\d+)\s*$")  # 2.3-2.4 ncclCommInitAll: one process drives every GPU
-# the two init lines of 2.19+, whole (see _init_line): exactly what COMM_RE + FIELD_RE read from them
+# the two init lines of 2.19+, whole (see commlines.init_line): exactly what COMM_RE + FIELD_RE read from them
 INIT_RANK_FAST_RE = re.compile(
     r"ncclCommInitRank comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) cudaDev \d+ nvmlDev \d+ busId [0-9a-fA-F]+"
     r" commId (0x[0-9a-fA-F]+) - Init (START|COMPLETE)\Z"
@@ -90,28 +89,6 @@ KIND_SUBS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x#"),
     (re.compile(r"\d+"), "#"),
 ]
-
-# (category, pattern) for NCCL WARN messages; the first that matches wins; none: a warning, not fatal.
-WARN_RULES: list[tuple[Category, re.Pattern[str]]] = [
-    (Category.IB_COMPLETION, re.compile(r"Got completion|Unsupported completion status")),
-    (Category.VERBS, re.compile(
-        r"\bibv_\w+ failed|Unable to open device|incompatible devices|Call to ibv_|ibv_\w+\(\) failed")),
-    (Category.NO_INTERFACE, re.compile(
-        r"no socket interface found|No usable listening interface|no interface found|No IP interface found"
-        r"|No interface found in the same subnet", re.I)),
-    (Category.CONNECT, re.compile(
-        r"Connect(?:ion)? to .*(?:failed|refused|timed out)|\bConnect to \S|exceeded (?:retries|timeouts)"
-        r"|Connection closed by|Call to (?:recv|send|accept|connect)\b.*failed|Socket recv failed|returned \d+\(.*errno"
-        r"|No route to host|Connection refused|Connection reset|socketPollConnect|socketStartConnect", re.I)),
-    (Category.CUDA, re.compile(
-        r"Cuda failure|CUDA error|Failed to CUDA|cuda\w* failed|out of memory|unhandled cuda", re.I)),
-    (Category.VERSION_MISMATCH, re.compile(r"Mismatched NCCL version|NCCL version mismatch")),
-    (Category.NCCL_ERROR, re.compile(
-        r"Failed to execute operation|internal error|system error|remote error|\bInvalid\b|Duplicate GPU"
-        r"|does not loop back|does not contain rank|Bootstrap Root|network .* not found"
-        r"|Failed to initialize any NET plugin|Unrecognized|No algorithm/protocol|Timeout|timed out|abort", re.I)),
-]
-
 
 # Complete transport tokens (nccl-facts A.6) that a line cut mid-token can be a proper prefix of: the last
 # line of a killed rank's NCCL_DEBUG_FILE ends "via NET/IB/0/GD" or "via P2P/CUMEM/re".

@@ -1,17 +1,18 @@
 """Exact merge of a parser state with the partial state of the input that follows it (``parse --jobs N``).
 
-A worker parses a byte range of a log from a fresh ``LogParser``. Its state equals what the sequential
+A worker parses a byte range of a log from a fresh ``ParserState`` (``track=True``: it records what
+its range depended on). Its state equals what the sequential
 parser would add to the state of everything before the range when the range does not depend on what
 came before: its processes (``host:pid``) and line prefixes are new, no line is held across the start of
-the range, no host name is cut out of a known one (``_known_suffix``) and no cap is reached on either
+the range, no host name is cut out of a known one (``parser.known_suffix``) and no cap is reached on either
 side. ``merge_into`` checks exactly these conditions first (``check``); when one fails it changes nothing
 and returns False, and the caller parses the range itself, sequentially, from the exact state before it.
 So the merged report is the sequential one, byte for byte, whatever the input.
 
-Every field of ``model.py``'s dataclasses and every attribute of the parser has a rule below
-(``RESULT_RULES``, ``COMM_RULES``, ``GROUP_RULES``, ``PARSER_RULES``; ``Proc``, ``Membership`` and
-``Evidence`` are moved, not merged). A field without a rule makes ``check`` fail (and the test
-``test_parallel_rules.py`` fail loudly), so a new field is never merged wrongly.
+Every field of ``model.py``'s dataclasses and of ``ParserState`` has a rule below (``RESULT_RULES``,
+``COMM_RULES``, ``GROUP_RULES``, ``PARSER_RULES``; ``Proc``, ``Membership`` and ``Evidence`` are moved,
+not merged). A field without a rule makes ``check`` fail (and the test ``test_parallel_rules.py`` fail
+loudly), so a new field is never merged wrongly.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import fields
 from typing import Any
 
-from nccl_doctor.logs.commlines import MAX_RANKS_PER_COMM
-from nccl_doctor.logs.infolines import MAX_SETTING_VALUES
-from nccl_doctor.logs.model import (
+from nccl_doctor.logs.parse.commlines import MAX_RANKS_PER_COMM
+from nccl_doctor.logs.parse.infolines import MAX_SETTING_VALUES
+from nccl_doctor.logs.parse.model import (
     MAX_COMMS,
     MAX_EXAMPLES,
     MAX_GROUPS,
@@ -40,41 +41,8 @@ from nccl_doctor.logs.model import (
     Membership,
     Proc,
 )
-from nccl_doctor.logs.parser import MAX_PREFIXES, LogParser
-from nccl_doctor.logs.state import MAX_MEMO
-
-
-class Worker(LogParser):
-    """A ``LogParser`` that records what ``check`` needs to know about its range's independence."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.splice_checked: set[str] = set()  # host names looked up by _known_suffix
-        self.splice_found = False  # one of them was cut out of a known host name
-        self.rekeyed = False  # a comm was re-keyed (that reads the comm's members over all ranges)
-        self.cache_cleared = False  # the prefix cache overflowed
-        self.pending_new = 0  # processes that got error traces pending (``_pending``)
-
-    def _known_suffix(self, host: str) -> str | None:
-        found = super()._known_suffix(host)
-        self.splice_checked.add(host)
-        self.splice_found = self.splice_found or found is not None
-        return found
-
-    def _rekey(self, mem: Membership, comm_id: str) -> None:
-        self.rekeyed = True
-        super()._rekey(mem, comm_id)
-
-    def _proc_for_prefix(self, prefix: str) -> Proc | None:
-        if len(self._prefix_cache) > MAX_PREFIXES:
-            self.cache_cleared = True
-        return super()._proc_for_prefix(prefix)
-
-    def _pending_trace(self, proc: Proc | None, code: int) -> None:
-        if proc is not None and proc not in self._pending:
-            self.pending_new += 1
-        super()._pending_trace(proc, code)
-
+from nccl_doctor.logs.parse.parser import MAX_PREFIXES
+from nccl_doctor.logs.parse.state import MAX_MEMO, ParserState
 
 # --- rules: (check(a, b) -> bool, merge(a, b) -> merged value) per field ---------------------------
 
@@ -380,49 +348,100 @@ def merge_fields(rules: dict[str, Rule], a: object, b: object) -> None:
 # --- the parser's own state --------------------------------------------------------------------------
 
 
-def _parser_ok(s: LogParser, w: Worker) -> bool:
+def _parser_ok(s: ParserState, w: ParserState) -> bool:
     """The range parsed from a fresh state did what the sequential parser would do after ``s``."""
-    if s._held is not None:  # a long line at the end of ``s`` may go on in the range: read it in sequence
+    if not w.track:  # a worker's state records what its range depended on; another does not
+        return False
+    if s.held is not None:  # a long line at the end of ``s`` may go on in the range: read it in sequence
         return False
     if w.rekeyed or w.splice_found or w.cache_cleared:
         return False
-    if s._prefix_cache.keys() & w._prefix_cache.keys():
+    if s.prefix_cache.keys() & w.prefix_cache.keys():
         return False
-    if len(s._prefix_cache) + len(w._prefix_cache) > MAX_PREFIXES:
+    if len(s.prefix_cache) + len(w.prefix_cache) > MAX_PREFIXES:
         return False
     hosts = s.result.hosts
     for name in w.splice_checked:  # a new host name that ends with a known one would have been cut
         if any(name[j:] in hosts for j in range(1, len(name))):
             return False
-    if len(s._pending) + w.pending_new > MAX_MEMO:
-        return False
-    return s._unidentified is None or w._unidentified is None or check_fields(
-        COMM_RULES, s._unidentified, w._unidentified)
+    return len(s.pending) + w.pending_new <= MAX_MEMO
 
 
-PARSER_ATTRS = frozenset({
-    "result", "file", "lineno", "_prefix_cache", "_held", "_held_lineno", "_unidentified", "_orphans",
-    "_misfits", "_noop", "_names", "_settings", "_pending", "_sink",
-})
-WORKER_ATTRS = frozenset({"splice_checked", "splice_found", "rekeyed", "cache_cleared", "pending_new"})
+def _take(_a: Any, b: Any) -> Any:
+    return b
 
 
-def check(s: LogParser, w: Worker) -> bool:
-    """Whether ``merge_into(s, w)`` is exact (and knows every field and attribute)."""
-    if set(vars(s)) != PARSER_ATTRS or set(vars(w)) != PARSER_ATTRS | WORKER_ATTRS:
-        return False
-    return _parser_ok(s, w) and check_fields(RESULT_RULES, s.result, w.result)
+def _update(a: dict[Any, Any], b: dict[Any, Any]) -> dict[Any, Any]:
+    a.update(b)
+    return a
 
 
-def merge_into(s: LogParser, w: Worker) -> bool:
-    """Add the state of the range ``w`` parsed to ``s``, the exact state of everything before it.
+def _unidentified_ok(a: Comm | None, b: Comm | None) -> bool:
+    return a is None or b is None or check_fields(COMM_RULES, a, b)
+
+
+def _unmerged(_a: Any, _b: Any) -> Any:
+    raise AssertionError("merged in merge_into, which re-points the memberships")  # pragma: no cover
+
+
+# A rule per field of ``ParserState``: ``result`` by RESULT_RULES, the rest here; ``_parser_ok`` checks what
+# the fields of a worker's range (``track``, ``splice_*``, ``rekeyed``, ``cache_cleared``, ``pending_new``) say.
+PARSER_RULES: dict[str, Rule] = {
+    "result": (lambda a, b: check_fields(RESULT_RULES, a, b), _unmerged),
+    "file": (_ok, _keep),  # the caller's (the range's file, set before the merge)
+    "lineno": (_ok, _take),  # where the range ended
+    "prefix_cache": (_ok, _update),  # disjoint (checked)
+    "held": (_ok, _take),  # the line the range held at its end (none held before it: checked)
+    "held_lineno": (_ok, _take),
+    "unidentified": (_unidentified_ok, _unmerged),
+    "orphans": (_ok, _concat),
+    "misfits": (_ok, _update),  # per process: a range's processes are its own
+    "noop": (_ok, _keep),  # memos: pure; the worker's are cleared before it sends its state
+    "names": (_ok, _keep),
+    "settings": (_ok, _keep),
+    "pending": (_ok, _update),  # per process (their number is bounded: checked)
+    "sink": (_ok, _keep),  # nothing of it is kept
+    "track": (_ok, _keep),
+    "splice_checked": (_ok, _keep),
+    "splice_found": (_ok, _keep),
+    "rekeyed": (_ok, _keep),
+    "cache_cleared": (_ok, _keep),
+    "pending_new": (_ok, _keep),
+}
+_UNMERGED = ("result", "unidentified")
+
+
+def check(s: ParserState, w: ParserState) -> bool:
+    """Whether ``merge_into(s, w)`` is exact (and knows every field)."""
+    return _parser_ok(s, w) and check_fields(PARSER_RULES, s, w)
+
+
+def merge_into(s: ParserState, w: ParserState) -> bool:
+    """Add the state of the range ``w`` parsed (a worker's: ``track``) to ``s``, the exact state of everything
+    before it.
 
     False (``s`` unchanged) when the range cannot be merged exactly: the caller parses it in sequence.
     """
     if not check(s, w):
         return False
     r, q = s.result, w.result
-    # the comms of the range that the state before it already has: merged into those, memberships re-pointed
+    _merge_comms(s, w)
+    for host, devs in q.ib_devices.items():  # link layers count the first device list of each host
+        if host not in r.ib_devices:
+            for d in devs:
+                r.link_layers[d.rsplit("/", 1)[1]] += 1
+    for f in fields(r):
+        if f.name not in ("comms", "link_layers"):
+            setattr(r, f.name, RESULT_RULES[f.name][1](getattr(r, f.name), getattr(q, f.name)))
+    for f in fields(s):
+        if f.name not in _UNMERGED:
+            setattr(s, f.name, PARSER_RULES[f.name][1](getattr(s, f.name), getattr(w, f.name)))
+    return True
+
+
+def _merge_comms(s: ParserState, w: ParserState) -> None:
+    """The comms of the range that the state before it already has: merged into those, memberships re-pointed."""
+    r, q = s.result, w.result
     moved: dict[int, Comm] = {}
     for key, c in q.comms.items():
         mine = r.comms.get(key)
@@ -431,30 +450,16 @@ def merge_into(s: LogParser, w: Worker) -> bool:
         else:
             merge_fields(COMM_RULES, mine, c)
             moved[id(c)] = mine
-    if w._unidentified is not None:
-        if s._unidentified is None:
-            s._unidentified = w._unidentified
+    if w.unidentified is not None:
+        if s.unidentified is None:
+            s.unidentified = w.unidentified
         else:
-            merge_fields(COMM_RULES, s._unidentified, w._unidentified)
-            moved[id(w._unidentified)] = s._unidentified
+            merge_fields(COMM_RULES, s.unidentified, w.unidentified)
+            moved[id(w.unidentified)] = s.unidentified
     if moved:
         for proc in q.procs.values():
             for mem in _memberships(proc):
                 mem.comm = moved.get(id(mem.comm), mem.comm)
-    for host, devs in q.ib_devices.items():  # link layers count the first device list of each host
-        if host not in r.ib_devices:
-            for d in devs:
-                r.link_layers[d.rsplit("/", 1)[1]] += 1
-    for f in fields(r):
-        if f.name not in ("comms", "link_layers"):
-            setattr(r, f.name, RESULT_RULES[f.name][1](getattr(r, f.name), getattr(q, f.name)))
-    s._prefix_cache.update(w._prefix_cache)
-    s._held, s._held_lineno = w._held, w._held_lineno
-    s._orphans.extend(w._orphans)
-    s._misfits.update(w._misfits)
-    s._pending.update(w._pending)
-    s.lineno = w.lineno
-    return True
 
 
 def _memberships(proc: Proc) -> Iterable[Membership]:

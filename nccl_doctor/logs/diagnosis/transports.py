@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from nccl_doctor.enums import StrEnum
-from nccl_doctor.logs.model import OFI_PLUGIN, Category, Comm, Evidence, Fact, ParseResult, Tr
+from nccl_doctor.logs.parse.model import OFI_PLUGIN, Category, Comm, Evidence, Fact, ParseResult, Tr
 
 ROCE_LAYER = "RoCE"  # the link layer NET/IB prints for RoCE ports ("mlx5_0:1/RoCE")
 NVLS = "NVLS"  # the intra-node transport token of NVLink SHARP

@@ -8,7 +8,7 @@ names a million of them must not take gigabytes. Past a limit, what is new is co
 (``Folded``), not kept, and the report says so.
 
 Adding a field (here, or an attribute of the parser)? Give it a merge rule in ``merge.py`` (``RESULT_RULES``,
-``COMM_RULES``, ``GROUP_RULES``, ``PARSER_ATTRS``): how two ranges' values combine into what one sequential
+``COMM_RULES``, ``GROUP_RULES``, ``PARSER_RULES``): how two ranges' values combine into what one sequential
 pass would hold (a sum, a union, the first one, ...), and a check for when they cannot (a cap reached).
 ``parse --jobs N`` merges ranges parsed in parallel by these rules; tests/unit/logs/test_parallel_rules.py
 fails for a field without one.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from nccl_doctor.codes import Code
-from nccl_doctor.logs.model import (
+from nccl_doctor.logs.parse.model import (
     MAX_COMMS,
     MAX_HOSTS,
     MAX_NAME_CHARS,

@@ -4,7 +4,8 @@
 Each entry is one format string (``"NET/IB : Using%s %s; OOB %s:%s"``) with its level, subsystems, files and
 the release tags it appears in. ``classify`` sorts an entry into the classes the parser cares about by a
 rules table (``CLASS_RULES``), never by hand per entry; ``format_regex`` turns a printf format into the
-regex of what it prints; ``Matcher`` finds the entry a logged message came from.
+regex of what it prints; ``render`` prints a line a format could print. ``matcher.Matcher`` finds the entry a
+logged message came from, ``explain.py`` lists the lines of a log that none explains.
 
 Each WARN entry also carries its error class (fatal, recoverable, informational), judged when the catalog is
 built from its text, its files and what its source does right after it (``then``: NCCL's return paths), and
@@ -17,25 +18,18 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from nccl_doctor.enums import StrEnum
-from nccl_doctor.logs.patterns import warn_kind
-from nccl_doctor.logs.reader import ReadStats, clean, read_blocks, resolve_inputs
-from nccl_doctor.outcome import Listing
 
 CATALOG_FILE = "nccl-catalog.json.gz"
-DATA_FILE = Path(__file__).resolve().parent / "data" / CATALOG_FILE  # shipped as package data
+DATA_FILE = Path(__file__).resolve().parent.parent / "data" / CATALOG_FILE  # shipped as package data (logs/data)
 CATALOG_VERSION = 2  # 2: WARN entries carry "then" (what their source does next) and "error_class"
-KEY_CHARS = 4  # a message's first characters pick its candidate formats
 OPAQUE_LITERAL = 4  # a format with fewer literal characters than this ("%s", "%s: %s") matches anything
-MAX_UNKNOWN_KINDS = 1000  # distinct unknown messages (numbers and addresses masked) kept by explain_unknown
-MAX_MEMO = 65536  # distinct messages whose match result is remembered
-LEVEL_MARKS = ("NCCL INFO ", "NCCL WARN ")
 MAX_EXAMPLE = 1024  # characters of an unknown line kept as its kind's example (NCCL's own line limit)
 
 
@@ -337,39 +331,6 @@ def load(data: bytes | None = None) -> Catalog:
     return Catalog(version=int(doc["catalog_version"]), built_from=doc["built_from"], entries=entries)
 
 
-class Matcher:
-    """Finds the catalogued format a logged message came from.
-
-    Candidates come from the message's first ``KEY_CHARS`` characters (formats whose text starts with a
-    conversion are tried for every message); opaque formats are left out: they would match anything.
-    """
-
-    def __init__(self, entries: Iterable[Entry]) -> None:
-        self._keyed: dict[str, list[Entry]] = {}
-        self._loose: list[Entry] = []
-        for e in entries:
-            if e.opaque:
-                continue
-            head = e.head
-            if len(head) >= KEY_CHARS:
-                self._keyed.setdefault(head[:KEY_CHARS], []).append(e)
-            else:
-                self._loose.append(e)
-        # the most specific first: "Channel %02d/%02d : %s" (a ring) must not take a "... via NET/IB/0" line
-        for bucket in (*self._keyed.values(), self._loose):
-            bucket.sort(key=lambda e: -len(literal(e.format)))
-
-    def match(self, msg: str) -> Entry | None:
-        msg = msg.rstrip()
-        for e in self._keyed.get(msg[:KEY_CHARS], ()):
-            if e.regex.match(msg):
-                return e
-        for e in self._loose:
-            if e.regex.match(msg):
-                return e
-        return None
-
-
 # Sample values for a format's %s conversions, chosen by the text just before them (first match wins):
 # what NCCL itself puts there, so that a rendered line reads like a logged one.
 _S_SAMPLES: tuple[tuple[str, str], ...] = (
@@ -414,97 +375,3 @@ def render(fmt: str, number: int = 1) -> str:
             out.append((spec + (conv if conv in "diouxX" else "d")) % number)
     out.append(fmt[pos:])
     return "".join(out)
-
-
-class UnknownKind:
-    """Unknown NCCL lines of one kind (numbers and addresses masked): how many, and the first as read."""
-
-    __slots__ = ("count", "example", "kind", "level")
-
-    def __init__(self, level: str, kind: str, example: str) -> None:
-        self.level, self.kind, self.example, self.count = level, kind, example, 0
-
-
-class Unknowns:
-    """What ``explain_unknown`` found: NCCL lines read, how many a catalogued format explains, the rest;
-    ``dropped`` counts the unknown lines of kinds past MAX_UNKNOWN_KINDS (counted, not listed)."""
-
-    __slots__ = ("dropped", "kinds", "known", "nccl_lines", "unknown")
-
-    def __init__(self) -> None:
-        self.nccl_lines = self.known = self.unknown = self.dropped = 0
-        self.kinds: dict[str, UnknownKind] = {}
-
-    def listing(self) -> list[UnknownKind]:
-        return sorted(self.kinds.values(), key=lambda k: (-k.count, k.kind))
-
-
-def nccl_message(line: str) -> tuple[str, str] | None:
-    """(level, message) of an ``NCCL INFO`` / ``NCCL WARN`` line, else None."""
-    for mark in LEVEL_MARKS:
-        j = line.find(mark)
-        if j >= 0:
-            return mark[5:9], clean(line[j + len(mark):]).rstrip()
-    return None
-
-
-def explain_unknown(paths: Iterable[str], catalog: Catalog | None = None) -> Unknowns:
-    """Every NCCL INFO/WARN line of the inputs (files, directories, .gz, ``-``, as ``parse`` reads them)
-    that no catalogued format explains, grouped by kind and counted; memory is bounded by the caps."""
-    matcher = Matcher((catalog or load()).entries)
-    memo: dict[str, bool] = {}
-    out = Unknowns()
-    for source in resolve_inputs(list(paths)).sources:
-        for block in read_blocks(source, ReadStats()):
-            for line in block:
-                if "NCCL " in line:
-                    _count(line, matcher, memo, out)
-    return out
-
-
-def _count(line: str, matcher: Matcher, memo: dict[str, bool], out: Unknowns) -> None:
-    got = nccl_message(line)
-    if got is None:
-        return
-    level, msg = got
-    out.nccl_lines += 1
-    known = memo.get(msg)
-    if known is None:
-        known = matcher.match(msg) is not None
-        if len(memo) < MAX_MEMO:
-            memo[msg] = known
-    if known:
-        out.known += 1
-        return
-    out.unknown += 1
-    kind = f"{level} {warn_kind(msg)}"
-    k = out.kinds.get(kind)
-    if k is None:
-        if len(out.kinds) >= MAX_UNKNOWN_KINDS:
-            out.dropped += 1
-            return
-        k = out.kinds[kind] = UnknownKind(level, kind[5:], msg[:MAX_EXAMPLE])
-    k.count += 1
-
-
-def unknowns_listing(u: Unknowns, catalog: Catalog) -> Listing:
-    """The ``--explain-unknown`` listing: text for people, a JSON document for tools (and for an issue report)."""
-    built = {src: f"{b['first']}..{b['last']}" if b["first"] != b["last"] else b["first"]
-             for src, b in catalog.built_from.items()}
-    document = {"catalog_version": catalog.version, "catalog_built_from": built,
-                "nccl_lines": u.nccl_lines, "known": u.known, "unknown": u.unknown,
-                "unknown_kinds_not_listed": u.dropped,
-                "kinds": [{"count": k.count, "level": k.level, "kind": k.kind, "example": k.example}
-                          for k in u.listing()]}
-    what = ", ".join(f"{src} {tags}" for src, tags in built.items())
-    lines = [f"{u.nccl_lines} NCCL lines read; {u.known} match a format of NCCL's own source "
-             f"(catalog v{catalog.version}: {what}); {u.unknown} match none."]
-    if u.kinds:
-        lines.append(f"{len(u.kinds)} kinds of unknown lines (numbers and addresses masked), most frequent first:")
-        lines += [f"{k.count:8d}  {k.level}  {k.example}" for k in u.listing()]
-    if u.dropped:
-        lines.append(f"... and {u.dropped} more unknown lines of kinds past the first {MAX_UNKNOWN_KINDS}")
-    if u.unknown:
-        lines.append("Please send these lines (an issue at the nccl-doctor repository): they are what parse "
-                     "does not know yet.")
-    return Listing(text="\n".join(lines) + "\n", document=document)

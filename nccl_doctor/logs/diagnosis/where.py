@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypedDict
 
-from nccl_doctor.logs.commlines import UNIDENTIFIED
-from nccl_doctor.logs.model import UNKNOWN_HOST, Comm, Evidence, Group, ParseResult
-from nccl_doctor.logs.transports import Located, by_position
+from nccl_doctor.logs.diagnosis.transports import Located, by_position
+from nccl_doctor.logs.parse.commlines import UNIDENTIFIED
+from nccl_doctor.logs.parse.model import UNKNOWN_HOST, Comm, Evidence, Group, ParseResult
 from nccl_doctor.report import hosts_text
 
 QUOTED_LINES = 3  # evidence lines a finding quotes unless it says otherwise

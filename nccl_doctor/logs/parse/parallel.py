@@ -30,10 +30,12 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from nccl_doctor.errors import InputError
-from nccl_doctor.logs.merge import Worker, merge_into
-from nccl_doctor.logs.model import ParseResult
-from nccl_doctor.logs.parser import LogParser, check_dirs, gc_paused, parse_paths, read_source, source_entry
-from nccl_doctor.logs.reader import CHUNK, ReadStats, Source, read_range_blocks, resolve_inputs
+from nccl_doctor.logs.parse.api import check_dirs, gc_paused, parse_paths, read_source, source_entry
+from nccl_doctor.logs.parse.merge import merge_into
+from nccl_doctor.logs.parse.model import ParseResult
+from nccl_doctor.logs.parse.parser import end_source, feed_all, finish, take_continuations
+from nccl_doctor.logs.parse.reader import CHUNK, ReadStats, Source, read_range_blocks, resolve_inputs
+from nccl_doctor.logs.parse.state import ParserState
 
 # Below this many bytes of regular files, parse stays in one process: starting a worker, pickling its state
 # and merging it (~0.2 s) cost about what a second core saves on a 22 MB log (measured on 2 cores: docs/benchmarks.md).
@@ -69,7 +71,7 @@ class Task:
 class Partial:
     """What a worker sends back: its parser's state after the range, and what reading it ran into."""
 
-    parser: Worker
+    state: ParserState
     stats: ReadStats
 
 
@@ -80,18 +82,16 @@ def parse_range(task: Task) -> bytes:
 
 
 def _parse_range(task: Task) -> bytes:
-    p = Worker()
-    p.file = task.name
-    p.lineno = _lines_before(task.path, task.start)
+    st = ParserState(file=task.name, lineno=_lines_before(task.path, task.start), track=True)
     stats = ReadStats()
     for block in read_range_blocks(task.path, task.start, task.end, stats):
-        p.feed_all(block)
+        feed_all(st, block)
     if task.last:
-        p.end_source()
-    p._noop.clear()  # memos: pure, the merge keeps the main process's own
-    p._names.clear()
-    p._settings.clear()
-    return pickle.dumps(Partial(p, stats), protocol=pickle.HIGHEST_PROTOCOL)
+        end_source(st)
+    st.noop.clear()  # memos: pure, the merge keeps the main process's own
+    st.names.clear()
+    st.settings.clear()
+    return pickle.dumps(Partial(st, stats), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _lines_before(path: Path, offset: int) -> int:
@@ -197,7 +197,7 @@ def parse_paths_parallel(paths: Sequence[str | os.PathLike[str]], *, jobs: int,
     by_source: dict[int, list[Task]] = {}
     for t in tasks:
         by_source.setdefault(t.index, []).append(t)
-    p = LogParser()
+    p = ParserState()
     p.result.skipped = inputs.skipped
     named = {os.fspath(x) for x in paths}
     own = tasks[0]  # the main process parses the first range itself, while the workers parse the others
@@ -205,14 +205,14 @@ def parse_paths_parallel(paths: Sequence[str | os.PathLike[str]], *, jobs: int,
     try:
         with gc_paused():
             merged = _merge_all(p, sources, by_source=by_source, own=own, results=results, named=named)
-            return p.finish(), merged
+            return finish(p), merged
     finally:
         close = getattr(results, "close", None)
         if close is not None:
             close()
 
 
-def _merge_all(p: LogParser, sources: Sequence[Source], *, by_source: dict[int, list[Task]], own: Task,
+def _merge_all(p: ParserState, sources: Sequence[Source], *, by_source: dict[int, list[Task]], own: Task,
                results: Iterator[bytes | None], named: set[str]) -> int:
     """Every source into ``p``, in order: its ranges merged, or read in sequence where they cannot be."""
     merged = 0
@@ -230,25 +230,25 @@ def _merge_all(p: LogParser, sources: Sequence[Source], *, by_source: dict[int, 
             p.file = task.name  # (a held line flushed here is quoted with its file)
             # pickled by our own worker, over the pool's own pipe
             part: Partial | None = pickle.loads(got) if got is not None else None
-            if (part is not None and part.stats.error is None and (p._held is None or _take_held(p, task))
-                    and merge_into(p, part.parser)):
+            if (part is not None and part.stats.error is None and (p.held is None or _take_held(p, task))
+                    and merge_into(p, part.state)):
                 merged += 1
                 _add_stats(stats, part.stats)
             else:  # in sequence, from the exact state before the range (the main process's own range too)
                 p.lineno = _lines_before(task.path, task.start)
                 _read_in_sequence(p, task, stats)
                 broken = stats.error is not None
-        p.end_source()
+        end_source(p)
         p.result.lines += stats.lines
         p.result.sources.append(source_entry(source, stats))
     return merged
 
 
-def _take_held(p: LogParser, task: Task) -> bool:
+def _take_held(p: ParserState, task: Task) -> bool:
     """A long line held at the end of what came before: glue the range's first lines onto it and flush it."""
     lines = (line for block in read_range_blocks(task.path, task.start, task.end, ReadStats()) for line in block)
     try:
-        return p.take_continuations(lines)
+        return take_continuations(p, lines)
     except OSError:
         return False
     finally:
@@ -262,11 +262,11 @@ def _add_stats(total: ReadStats, part: ReadStats) -> None:
     total.error = total.error or part.error
 
 
-def _read_in_sequence(p: LogParser, task: Task, stats: ReadStats) -> None:
+def _read_in_sequence(p: ParserState, task: Task, stats: ReadStats) -> None:
     part = ReadStats()
     try:
         for block in read_range_blocks(task.path, task.start, task.end, part):
-            p.feed_all(block)
+            feed_all(p, block)
     except OSError as exc:
         part.error = f"read error ({exc.strerror or exc})"
     _add_stats(stats, part)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 
-from nccl_doctor.logs.catalog import Cls, says_recovery
-from nccl_doctor.logs.warnclass import warn_class
+from nccl_doctor.logs.catalog.formats import Cls, says_recovery
+from nccl_doctor.logs.catalog.warnclass import warn_class
 
 IB_HINT = "IB"
 SOCKET_HINT = "Socket"
@@ -92,7 +92,7 @@ def collnet_fallback(msg: str) -> bool:
 
 
 def recovery(msg: str) -> bool:
-    """A WARN that says NCCL goes on: a retry, a fallback, a value ignored (``catalog.says_recovery``)."""
+    """A WARN that says NCCL goes on: a retry, a fallback, a value ignored (``catalog.formats.says_recovery``)."""
     return says_recovery(msg)
 
 
