@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from nccl_doctor import report as reports  # noqa: E402
 from nccl_doctor.bench import Backend  # noqa: E402
-from nccl_doctor.cluster import free_port  # noqa: E402
+from nccl_doctor.cluster.net import free_port  # noqa: E402
 from nccl_doctor.preflight import head as heads  # noqa: E402
 from nccl_doctor.preflight import protocol as proto  # noqa: E402
 from nccl_doctor.preflight.auth import SECRET_ENV, Seal, secret_from_env  # noqa: E402

@@ -28,24 +28,13 @@ from nccl_doctor.bench.model import (
     Group,
 )
 from nccl_doctor.bench.view import ProgressPrinter, blocked_report, build_report, failure_report, launch_failed_report
-from nccl_doctor.cluster import (
-    LOG_ENV,
-    RANK_SETTINGS,
-    Stage,
-    StageFile,
-    check_rdzv_port,
-    check_seconds,
-    die_with_parent,
-    in_worker,
-    launch_notes,
-    overridden,
-    parse_endpoint,
-    plan_launch,
-    port_from_env,
-    rdzv_port_origin,
-    self_launch,
-    slurm_launch_config,
-)
+from nccl_doctor.cluster.net import check_rdzv_port, parse_endpoint, rdzv_port_origin
+from nccl_doctor.cluster.procs import die_with_parent
+from nccl_doctor.cluster.rankenv import RANK_SETTINGS, overridden
+from nccl_doctor.cluster.slurm import in_worker, port_from_env, slurm_launch_config
+from nccl_doctor.cluster.stages import Stage, StageFile
+from nccl_doctor.cluster.torchrun import LOG_ENV, launch_notes, plan_launch, self_launch
+from nccl_doctor.cluster.validate import check_seconds
 from nccl_doctor.codes import Code
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import check, probe_node

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nccl_doctor.bench.busbw import BITS_PER_BYTE, link_gbps
-from nccl_doctor.cluster import DEFAULT_PORT, gloo_iface_to
+from nccl_doctor.cluster.net import gloo_iface_to
+from nccl_doctor.cluster.slurm import DEFAULT_PORT
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import NodeProbe, probe_node
 

@@ -15,7 +15,7 @@ from nccl_doctor.bench.model import Backend, BenchResult, PairResult
 from nccl_doctor.bench.pairs import floor_gbps, link_slow_rails, slow_rails, slow_ratio
 from nccl_doctor.bench.rails import rail_label
 from nccl_doctor.bench.shortfall import judge_expected
-from nccl_doctor.cluster import SlurmInfo
+from nccl_doctor.cluster.slurm import SlurmInfo
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Severity, finding, hosts_text, plural
 

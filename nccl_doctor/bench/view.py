@@ -22,7 +22,8 @@ from nccl_doctor.bench.model import (
     PairResult,
 )
 from nccl_doctor.bench.pairs import Localisation, pair_expected_gbps
-from nccl_doctor.cluster import LOG_ENV, LaunchOutcome, Stage
+from nccl_doctor.cluster.stages import Stage
+from nccl_doctor.cluster.torchrun import LOG_ENV, LaunchOutcome
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Report, Severity, Table, finding
 

@@ -64,7 +64,7 @@ from nccl_doctor.bench.pairs import (
     slow_ratio,
 )
 from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
-from nccl_doctor.cluster import Stage, StageFile
+from nccl_doctor.cluster.stages import Stage, StageFile
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
 

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nccl_doctor.cluster import check_port, check_seconds
+from nccl_doctor.cluster.validate import check_port, check_seconds
 from nccl_doctor.errors import InputError
 from nccl_doctor.outcome import Outcome
 from nccl_doctor.plan import parse_params, plan_line

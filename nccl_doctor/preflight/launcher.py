@@ -15,17 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from nccl_doctor.bench import Backend
-from nccl_doctor.cluster import (
-    child_env,
-    gloo_iface_to,
-    ignore_sigterm,
-    kill_groups,
-    overridden,
-    private_dir,
-    rank_env,
-    sigterm_as_interrupt,
-    visible_gpus,
-)
+from nccl_doctor.cluster.net import gloo_iface_to
+from nccl_doctor.cluster.procs import child_env, ignore_sigterm, kill_groups, private_dir, sigterm_as_interrupt
+from nccl_doctor.cluster.rankenv import overridden, rank_env
+from nccl_doctor.cluster.slurm import visible_gpus
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.auth import Seal, secret_from_env, without_secret
 from nccl_doctor.preflight.fsdp_smoke import DCP_PREFIX

@@ -29,7 +29,7 @@ from nccl_doctor.bench import (
     judge,
     measured_nothing,
 )
-from nccl_doctor.cluster import die_with_parent
+from nccl_doctor.cluster.procs import die_with_parent
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight import store as stores
 from nccl_doctor.preflight.auth import Seal, secret_from_env

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from tests.helpers.preflight_cli import PY, failures, preflight_argv, slurm_env, without_launcher
 
 pytestmark = pytest.mark.torch

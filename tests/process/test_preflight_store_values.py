@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from nccl_doctor.preflight.auth import RejectedValueError, Seal
 from nccl_doctor.preflight.protocol import ERRORS_KEY, VERDICT_KEY, NodePost, NodeStages, VerdictMessage, stages_key
 from nccl_doctor.preflight.store import NOT_A_COUNT, Store, bind_address, open_store

@@ -9,7 +9,7 @@ from nccl_doctor.bench import command as bench
 from nccl_doctor.bench.busbw import OPS
 from nccl_doctor.bench.model import GROUPS
 from nccl_doctor.cli import finish
-from nccl_doctor.cluster import STAGE_DIR_ENV, StageFile, read_stages
+from nccl_doctor.cluster.stages import STAGE_DIR_ENV, StageFile, read_stages
 from nccl_doctor.report import Report
 from tests.helpers import sysfs_builder
 

@@ -13,7 +13,7 @@ from nccl_doctor.bench.figures import group_expected
 from nccl_doctor.bench.model import BenchResult, Group, Measurement, NodeInfo
 from nccl_doctor.bench.view import build_report
 from nccl_doctor.cli import finish
-from nccl_doctor.cluster import STAGE_DIR_ENV, StageFile, read_stages
+from nccl_doctor.cluster.stages import STAGE_DIR_ENV, StageFile, read_stages
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
 from tests.helpers import sysfs_builder as b

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hostlist
 import pytest
 
-from nccl_doctor.cluster import drain_on_fail
+from nccl_doctor.cluster.drain import drain_on_fail
 from nccl_doctor.codes import Code
 from nccl_doctor.node import compare
 from nccl_doctor.preflight.groups import group_findings, rank_ranges
