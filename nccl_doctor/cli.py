@@ -72,7 +72,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 # Commands whose FAIL blames nodes: --drain-on-fail drains them in Slurm (``drain.drain_on_fail``). The
 # module is loaded only then, like a command's module: it would add to every parse.
 DRAINABLE = frozenset({"probe", "preflight"})
-DRAIN_PACKAGE = "nccl_doctor.cluster.drain"
+DRAIN_PACKAGE = "nccl_doctor.drain"
 DrainOnFail = Callable[[Report, Mapping[str, str]], None]
 
 
