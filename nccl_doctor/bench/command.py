@@ -225,7 +225,7 @@ def run_worker(args: argparse.Namespace, env: Mapping[str, str]) -> Outcome:
     rank = int(env["RANK"])
     host = socket.gethostname()
     stage_file = StageFile(rank, host, env)
-    stage_file.set(Stage.INIT)
+    stage_file.record(Stage.INIT)
     notes = launch_notes(env)
     if env is os.environ and not stage_file.managed:  # someone else's launcher: our launcher sets these itself
         notes += overridden(env)
@@ -278,7 +278,7 @@ def _finish(args: argparse.Namespace, rank: int, stage_file: StageFile, report: 
         # the report is out of our buffer before its code is recorded: once the launcher has the code it may
         # stop this rank (torchrun stops every rank when one fails) and must not find the report lost with it
         sys.stdout.flush()
-        stage_file.set(Stage.DONE if shared else Stage.FAILED, code=final, error=error)
+        stage_file.record(Stage.DONE if shared else Stage.FAILED, code=final, error=error)
         # A shared verdict: exit 0, the launcher returns the recorded code and torchrun stays quiet.
         # A failure: exit non-zero so torchrun stops the ranks still waiting on the broken collective.
         return 0 if shared else max(final, 1)

@@ -32,18 +32,8 @@ class Backend(StrEnum):
     GLOO = "gloo"
 
 
-class BenchStage(StrEnum):
-    """The stages of a bench run besides the launcher's shared ones (``cluster.Stage``: init, done, failed,
-    start-up, rendezvous); a measurement's stage is ``measure_stage``, a pair round's ``pairs_stage``. A
-    hang or failure names the stage it stopped in."""
-
-    PROBE = "probe"  # the launcher's own probe of this node: nothing launched
-    TOPOLOGY = "topology"  # which rank runs on which node, and each node's yardstick
-    GROUPS = "groups"  # the intra/inter sub-groups
-
-
 def measure_stage(op: str, group: str, size_bytes: int) -> str:
-    """The stage of one measurement: ``reduce_scatter world 64 KiB``."""
+    """The stage of one measurement: ``reduce_scatter world 64 KiB`` (the named stages: ``cluster.stages.Stage``)."""
     return f"{op} {group} {format_size(size_bytes)}"
 
 

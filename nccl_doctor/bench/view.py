@@ -16,7 +16,6 @@ from nccl_doctor.bench.model import (
     DEFAULT_TIMEOUT_S,
     BenchFailure,
     BenchResult,
-    BenchStage,
     Group,
     Measurement,
     PairResult,
@@ -275,7 +274,7 @@ def blocked_report(findings: list[Finding], backend: str) -> Report:
     """This node's probe found that the backend's interface settings cannot work: nothing launched."""
     report = Report(command=COMMAND, findings=findings)
     report.summary = f"not launched: this node's {backend.upper()} interface settings cannot work"
-    report.data = {"stage": BenchStage.PROBE, "backend": backend, "results": [], "nodes": [],
+    report.data = {"stage": Stage.PROBE, "backend": backend, "results": [], "nodes": [],
                    "localisation": _stopped("not launched: the probe failed")}
     return report
 
@@ -337,7 +336,7 @@ def stage_fix(stage: str) -> str:
     if stage == Stage.RENDEZVOUS:
         return ("start nccl-doctor on every node (srun --ntasks-per-node=1 nccl-doctor bench), with the same "
                 "--rdzv-endpoint, and check that the rendezvous host's port is reachable from every node")
-    if stage in (Stage.INIT, BenchStage.TOPOLOGY, BenchStage.GROUPS):
+    if stage in (Stage.INIT, Stage.TOPOLOGY, Stage.GROUPS):
         return ("read the other nodes' reports first: a rank that failed at start-up there (ND313, CUDA unusable) "
                 "leaves these waiting; otherwise check that every node reaches the others on the interface in "
                 "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (nccl-doctor probe), and that firewalls allow the "

@@ -39,7 +39,6 @@ from nccl_doctor.bench.model import (
     BenchConfig,
     BenchFailure,
     BenchResult,
-    BenchStage,
     Group,
     Measurement,
     NodeInfo,
@@ -64,7 +63,7 @@ from nccl_doctor.bench.pairs import (
     slow_ratio,
 )
 from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
-from nccl_doctor.cluster.stages import Stage, StageFile
+from nccl_doctor.cluster.stages import Stage, StageFile, StageSink
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
 
@@ -98,12 +97,14 @@ class Collective(Protocol):
 
 # --- stages ---------------------------------------------------------------------------------------
 class Stages:
-    """Each rank marks the stage it enters in its stage file and as a key in the rendezvous store,
-    so on a timeout we can name who never arrived (the store outlives a dead rank)."""
+    """Each rank marks the stage it enters on its sinks (its stage file, and whatever its caller adds:
+    preflight's relayed marks) and as a key in the rendezvous store, so on a timeout we can name who never
+    arrived (the store outlives a dead rank)."""
 
-    def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ):
+    def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ, *,
+                 sinks: Sequence[StageSink] = ()):
         self.rank = rank
-        self.file = StageFile(rank, host, env)
+        self.sinks: tuple[StageSink, ...] = (StageFile(rank, host, env), *sinks)
         self.current: str = Stage.INIT
         self.stall = _stall_prefix(env.get(STALL_ENV, ""), rank)
         self.stall_inside = _stall_prefix(env.get(STALL_INSIDE_ENV, ""), rank)
@@ -117,7 +118,8 @@ class Stages:
         self.current = stage
         if self.stall and stage.startswith(self.stall):
             time.sleep(STALL_S)  # test seam: a rank that hangs before this stage
-        self.file.set(stage)
+        for sink in self.sinks:
+            sink.record(stage)
         if self.store is not None:
             try:
                 self.store.set(f"ncd/{stage}/{self.rank}", "1")
@@ -512,10 +514,10 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
     stages = stages or Stages(dist.get_rank(), socket.gethostname(), env)
     world = list(range(dist.get_world_size()))
-    stages.enter(BenchStage.TOPOLOGY)
+    stages.enter(Stage.TOPOLOGY)
     nodes = _guard(stages, world, {}, lambda: gather_nodes(env, backend))
     host_of = {r: n.host for n in nodes for r in n.ranks}
-    stages.enter(BenchStage.GROUPS)
+    stages.enter(Stage.GROUPS)
     groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
     result = BenchResult(backend=backend, device=device, world_size=len(world),
                          local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped)

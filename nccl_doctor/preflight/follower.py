@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.auth import SECRET_ENV, RejectedValueError
 from nccl_doctor.preflight.heartbeat import start_watchdog
@@ -19,7 +20,6 @@ from nccl_doctor.preflight.protocol import (
     Closed,
     NodePost,
     RunStamp,
-    Stage,
     VerdictMessage,
     logs_key,
 )

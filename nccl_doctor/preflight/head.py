@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import time
 
+from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.node import compare
 from nccl_doctor.preflight.auth import RejectedValueError
@@ -28,7 +29,6 @@ from nccl_doctor.preflight.protocol import (
     RankError,
     RankResult,
     RunStamp,
-    Stage,
     StageMark,
     error_key,
     heartbeat_key,

@@ -19,6 +19,7 @@ from nccl_doctor.cluster.net import gloo_iface_to
 from nccl_doctor.cluster.procs import child_env, ignore_sigterm, kill_groups, private_dir, sigterm_as_interrupt
 from nccl_doctor.cluster.rankenv import overridden, rank_env
 from nccl_doctor.cluster.slurm import visible_gpus
+from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.auth import Seal, secret_from_env, without_secret
 from nccl_doctor.preflight.fsdp_smoke import DCP_PREFIX
@@ -39,7 +40,6 @@ from nccl_doctor.preflight.protocol import (
     LogSummary,
     NodePost,
     NodeStages,
-    Stage,
     VerdictMessage,
     recorded_backends,
     recorded_stage,

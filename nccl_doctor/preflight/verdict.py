@@ -8,13 +8,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from nccl_doctor.bench import Backend
+from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.auth import SECRET_ENV, SECRET_FIX, RejectedValueError
 from nccl_doctor.preflight.groups import group_findings, rank_ranges
 from nccl_doctor.preflight.heartbeat import HEARTBEAT_LOST_S
 from nccl_doctor.preflight.limits import FilesLimit, files_needed, too_few
 from nccl_doctor.preflight.plan import NodePlan
-from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, Stage, key_owner
+from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, key_owner
 from nccl_doctor.report import Finding, Report, Severity, exit_code, finding, host_names, hosts_text, plural
 
 STAGE_FIX: dict[str, str] = {
