@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import GIB, MIB, OPS, Op, parse_size, parse_sizes
 from nccl_doctor.bench.device import CudaUnusable, expects_nccl
 from nccl_doctor.bench.judge import coverage, judge, measured_nothing
@@ -23,7 +24,6 @@ from nccl_doctor.bench.model import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     GROUPS,
-    Backend,
     BenchFailure,
     Group,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import MIB, OPS, Op, format_size
 from nccl_doctor.bench.expected import Expected
 from nccl_doctor.enums import StrEnum
@@ -25,11 +26,6 @@ class Group(StrEnum):
 
 
 GROUPS = tuple(Group)
-
-
-class Backend(StrEnum):
-    NCCL = "nccl"
-    GLOO = "gloo"
 
 
 def measure_stage(op: str, group: str, size_bytes: int) -> str:
@@ -127,7 +123,7 @@ class NodeInfo:
 
 @dataclass(kw_only=True)
 class BenchResult:
-    backend: str
+    backend: Backend
     device: str
     world_size: int
     local_world_size: int

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO, TypeVar
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import Op, format_size, latency_bound
 from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, group_expected, node_figures, node_localisation, pct
 from nccl_doctor.bench.model import (
@@ -270,7 +271,7 @@ def _stopped(why: str) -> dict[str, Any]:
     return {"skipped": why}
 
 
-def blocked_report(findings: list[Finding], backend: str) -> Report:
+def blocked_report(findings: list[Finding], backend: Backend) -> Report:
     """This node's probe found that the backend's interface settings cannot work: nothing launched."""
     report = Report(command=COMMAND, findings=findings)
     report.summary = f"not launched: this node's {backend.upper()} interface settings cannot work"

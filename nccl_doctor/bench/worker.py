@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 import torch.distributed as dist
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
 from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
 from nccl_doctor.bench.exchange import (
@@ -183,7 +184,7 @@ class _TorchCuda:
         torch.cuda.init()
 
 
-def gather_nodes(env: Mapping[str, str], backend: str) -> list[NodeInfo]:
+def gather_nodes(env: Mapping[str, str], backend: Backend) -> list[NodeInfo]:
     """(node, hostname, expected bandwidth) from every rank, as JSON (``exchange``); only each node's
     local rank 0 probes (the others send None): one probe and one DNS lookup per node."""
     host = socket.gethostname()
@@ -510,8 +511,8 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     """The whole sweep inside an already initialised default process group. Raises ``BenchFailure``
     naming the stage and the ranks that never reached it when a collective fails or times out."""
     t0 = time.monotonic()
-    backend = str(dist.get_backend())
-    device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
+    backend = Backend(str(dist.get_backend()))  # the group init_from_env made: one backend, NCCL or Gloo
+    device = f"cuda:{torch.cuda.current_device()}" if backend is Backend.NCCL else "cpu"
     stages = stages or Stages(dist.get_rank(), socket.gethostname(), env)
     world = list(range(dist.get_world_size()))
     stages.enter(Stage.TOPOLOGY)

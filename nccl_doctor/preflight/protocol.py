@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from nccl_doctor.cluster.stages import Stage
+from nccl_doctor.codes import Code
 from nccl_doctor.files import atomic_write
 from nccl_doctor.preflight import checked as c
 from nccl_doctor.report import Finding, Severity, Table
@@ -271,7 +272,7 @@ class RankError:
     stage: str
     error: str
     fix: str = ""
-    code: str = ""
+    code: Code | None = None
 
     def first_line(self) -> str:
         return self.error.splitlines()[0] if self.error else "?"
@@ -284,7 +285,7 @@ class RankError:
     def from_json(cls, text: str | bytes) -> RankError:
         d = _load(text)
         return cls(stage=c.text(d, "stage", ""), error=c.text(d, "error", ""), fix=c.text(d, "fix", ""),
-                   code=c.text(d, "code", ""))
+                   code=c.optional_member(d, "code", Code))
 
 
 RESULT_OBJECTS = ("bench", "localisation", "fsdp_smoke")
@@ -323,7 +324,7 @@ class VerdictMessage:
     """``verdict``: node 0's decision, which every node exits with."""
 
     code: int
-    verdict: str
+    verdict: Severity
     summary: str
 
     def to_json(self) -> str:
@@ -332,7 +333,7 @@ class VerdictMessage:
     @classmethod
     def from_json(cls, text: str | bytes) -> VerdictMessage:
         d = _load(text)
-        return cls(code=c.integer(d, "code"), verdict=c.text(d, "verdict"), summary=c.text(d, "summary"))
+        return cls(code=c.integer(d, "code"), verdict=c.member(d, "verdict", Severity), summary=c.text(d, "summary"))
 
 
 @dataclass(frozen=True, kw_only=True)

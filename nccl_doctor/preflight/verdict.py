@@ -55,7 +55,7 @@ class NodeVerdict:
     follower that has node 0's verdict: node 0 holds the report)."""
 
     code: int
-    verdict: str
+    verdict: Severity
     summary: str
     report: Report | None = None
 
@@ -304,7 +304,7 @@ def alone(plan: NodePlan, mine: NodePost, stage: str, why: str, timings: dict[st
     report.summary = f"stopped in stage {stage}: {why}"
     report.data = {"stage": stage, "nodes": [mine.host], "timings_s": timings,
                    "localisation": {"skipped": f"this node stopped in stage {stage}"}}
-    return NodeVerdict(code=1, verdict=Severity.FAIL.value, summary=report.summary, report=report)
+    return NodeVerdict(code=1, verdict=Severity.FAIL, summary=report.summary, report=report)
 
 
 # --- the decision -----------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def decide(report: Report, plan: NodePlan, stage: str, timings: dict[str, float]
     if measured_nothing:  # could not run: a gate must not pass on no measurement
         report.could_not_run = "nothing was measured"
     code = exit_code(report, strict=strict)
-    return NodeVerdict(code=code, verdict=report.verdict.value, summary=report.summary, report=report)
+    return NodeVerdict(code=code, verdict=report.verdict, summary=report.summary, report=report)
 
 
 def summary(report: Report, plan: NodePlan, stage: str, *, measured_nothing: bool) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from nccl_doctor.cluster.stages import PrefixedSink, Stage
+from nccl_doctor.codes import Code
 from nccl_doctor.preflight import protocol as p
 from nccl_doctor.report import Finding, Severity, Table, Where
 
@@ -33,8 +34,13 @@ def test_messages_keep_their_json_shape_and_round_trip():
     err = p.RankError(stage="bench all_gather world 1 MiB", error="RuntimeError: x\nmore")
     assert list(json.loads(err.to_json())) == ["stage", "error"] and p.RankError.from_json(err.to_json()) == err
     assert err.first_line() == "RuntimeError: x"
-    verdict = p.VerdictMessage(code=1, verdict="fail", summary="stopped")
+    verdict = p.VerdictMessage(code=1, verdict=Severity.FAIL, summary="stopped")
     assert p.VerdictMessage.from_json(verdict.to_json()) == verdict
+    assert verdict.to_json() == '{"code": 1, "verdict": "fail", "summary": "stopped"}'  # the wire bytes
+    assert type(p.VerdictMessage.from_json(verdict.to_json()).verdict) is Severity
+    cuda = p.RankError(stage="init", error="CudaUnusable: x", fix="f", code=Code.CUDA_UNUSABLE)
+    assert cuda.to_json() == '{"stage": "init", "error": "CudaUnusable: x", "fix": "f", "code": "ND313"}'
+    assert p.RankError.from_json(cuda.to_json()).code is Code.CUDA_UNUSABLE and err.code is None
     mark = p.StageMark(4, "bench all_gather world 1 MiB")
     assert mark.encode() == "4|bench all_gather world 1 MiB" and p.StageMark.decode(mark.encode()) == mark
 
