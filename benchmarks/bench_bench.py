@@ -77,7 +77,7 @@ def raw_tcp_gbps(cluster, flows: list[tuple], nbytes: int, port: int = 5201) -> 
 
 def gloo_exchange_gbps(cluster, size: int, env: dict) -> float:
     """torch Gloo isend+irecv of ``size`` bytes both ways at once between the two nodes, GB/s per direction."""
-    from nccl_doctor.cluster import free_port
+    from nccl_doctor.cluster.net import free_port
 
     e = {**env, "MASTER_ADDR": cluster.nodes[0].addr, "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2",
          "GLOO_SOCKET_IFNAME": cluster.nodes[0].iface}
@@ -91,7 +91,7 @@ def gloo_exchange_gbps(cluster, size: int, env: dict) -> float:
 def netns_ratio(rate: str) -> dict:
     import os
 
-    from nccl_doctor.cluster import free_port
+    from nccl_doctor.cluster.net import free_port
     from tests.helpers import netns
 
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

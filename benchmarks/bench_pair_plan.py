@@ -26,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from nccl_doctor.bench.backend import Backend  # noqa: E402
 from nccl_doctor.bench.judge import judge  # noqa: E402
-from nccl_doctor.bench.model import Backend, BenchResult, NodeInfo, PairResult, RailResult  # noqa: E402
+from nccl_doctor.bench.model import BenchResult, NodeInfo, PairResult, RailResult  # noqa: E402
 from nccl_doctor.bench.pairs import Localisation, first_round, next_round  # noqa: E402
 from nccl_doctor.bench.view import build_report  # noqa: E402
 from nccl_doctor.codes import Code  # noqa: E402

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from nccl_doctor import report as reports  # noqa: E402
 from nccl_doctor.bench import Backend  # noqa: E402
-from nccl_doctor.cluster import free_port  # noqa: E402
+from nccl_doctor.cluster.net import free_port  # noqa: E402
 from nccl_doctor.preflight import head as heads  # noqa: E402
 from nccl_doctor.preflight import protocol as proto  # noqa: E402
 from nccl_doctor.preflight.auth import SECRET_ENV, Seal, secret_from_env  # noqa: E402
@@ -111,7 +111,7 @@ def run_head(args: argparse.Namespace) -> dict[str, Any]:
     """The real node 0 (its ranks simulated); returns what it measured."""
     from nccl_doctor.cli import parse_options
     from nccl_doctor.preflight.command import post_and_run
-    from nccl_doctor.preflight.launcher import Launcher
+    from nccl_doctor.preflight.launcher import Launcher, Ranks
     from nccl_doctor.preflight.plan import NodePlan
     from nccl_doctor.render import make_console, render_json, render_text
 
@@ -141,12 +141,13 @@ def run_head(args: argparse.Namespace) -> dict[str, Any]:
                 out["watch_s"] = round(wall, 2)
                 out["watch_cpu_s_per_min"] = round((time.process_time() - cpu) / wall * 60, 2)
 
-    class SimLauncher(Launcher):
+    class SimRanks(Ranks):
         def spawn_workers(self) -> None:
             out["go_at"] = time.monotonic()
-            threading.Thread(target=simulated_ranks, args=(self, args, out), daemon=True).start()
+            threading.Thread(target=simulated_ranks, args=(self.state, args, out), daemon=True).start()
 
-    launcher = SimLauncher(pargs, plan, os.environ)
+    launcher = Launcher(pargs, plan, os.environ)
+    launcher.ranks = SimRanks(launcher.state)
     t0 = time.monotonic()
     with launcher.running():
         mine = launcher.probe()
@@ -163,7 +164,7 @@ def run_head(args: argparse.Namespace) -> dict[str, Any]:
     js = render_json(report) if report is not None else ""
     launcher.publish(verdict)
     out.update(verdict=verdict.verdict, summary=verdict.summary[:300], elapsed_s=round(time.monotonic() - t0, 2),
-               consistency_s=launcher.timings.get("consistency"), report_bytes=len(js),
+               consistency_s=launcher.state.timings.get("consistency"), report_bytes=len(js),
                report_lines=len(text.getvalue().splitlines()),
                longest_line=max((len(x) for x in text.getvalue().splitlines()), default=0),
                named=sorted(named_hosts(json.loads(js)) if js else []), faulty=sorted(faults.faulty()))
@@ -174,7 +175,8 @@ def run_head(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def simulated_ranks(launcher: Any, args: argparse.Namespace, out: dict[str, Any]) -> None:
-    """Node 0's ranks: stage files on the schedule, then rank 0's result on its own store connection."""
+    """Node 0's ranks: stage files on the schedule, then rank 0's result on its own store connection
+    (``launcher``: node 0's ``NodeState``, with its log dir, plan, heartbeat and seal)."""
     from nccl_doctor.preflight.store import client
 
     log_dir, last = launcher.log_dir, reached(Faults(**json.loads(args.faults)))

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from any directory
 
-from nccl_doctor.cluster import free_port  # noqa: E402 - after the path above
+from nccl_doctor.cluster.net import free_port  # noqa: E402 - after the path above
 from nccl_doctor.preflight.auth import Seal  # noqa: E402
 from nccl_doctor.preflight.protocol import NodeStages, StageMark, stages_key  # noqa: E402
 from nccl_doctor.preflight.store import Store  # noqa: E402

@@ -70,10 +70,10 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     return parser
 
 
-# Commands whose FAIL blames nodes: --drain-on-fail drains them in Slurm (``cluster.drain_on_fail``). The
-# cluster package is loaded only then, like a command's module: it would add about 0.1 s to every parse.
+# Commands whose FAIL blames nodes: --drain-on-fail drains them in Slurm (``drain.drain_on_fail``). The
+# module is loaded only then, like a command's module: it would add to every parse.
 DRAINABLE = frozenset({"probe", "preflight"})
-DRAIN_PACKAGE = "nccl_doctor.cluster"
+DRAIN_PACKAGE = "nccl_doctor.drain"
 DrainOnFail = Callable[[Report, Mapping[str, str]], None]
 
 

@@ -16,33 +16,23 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import GIB, MIB, parse_size, parse_sizes
 from nccl_doctor.bench.device import CudaUnusable, expects_nccl
 from nccl_doctor.bench.judge import coverage, judge, measured_nothing
 from nccl_doctor.bench.model import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
-    Backend,
     BenchFailure,
 )
 from nccl_doctor.bench.options import DEFAULT_GROUPS, DEFAULT_OPS, BenchOptions, parse_groups, parse_ops
 from nccl_doctor.bench.view import ProgressPrinter, blocked_report, build_report, failure_report, launch_failed_report
-from nccl_doctor.cluster import (
-    LOG_ENV,
-    RANK_SETTINGS,
-    Stage,
-    StageFile,
-    check_rdzv_port,
-    die_with_parent,
-    in_worker,
-    launch_notes,
-    overridden,
-    plan_launch,
-    port_from_env,
-    rdzv_port_origin,
-    self_launch,
-    slurm_launch_config,
-)
+from nccl_doctor.cluster.net import check_rdzv_port, rdzv_port_origin
+from nccl_doctor.cluster.procs import die_with_parent
+from nccl_doctor.cluster.rankenv import RANK_SETTINGS, overridden
+from nccl_doctor.cluster.slurm import in_worker, port_from_env, slurm_launch_config
+from nccl_doctor.cluster.stages import Stage, StageFile
+from nccl_doctor.cluster.torchrun import LOG_ENV, launch_notes, plan_launch, self_launch
 from nccl_doctor.codes import Code
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import check, probe_node
@@ -153,7 +143,7 @@ def run_worker(options: BenchOptions, env: Mapping[str, str]) -> Outcome:
     rank = int(env["RANK"])
     host = socket.gethostname()
     stage_file = StageFile(rank, host, env)
-    stage_file.set(Stage.INIT)
+    stage_file.record(Stage.INIT)
     notes = launch_notes(env)
     if env is os.environ and not stage_file.managed:  # someone else's launcher: our launcher sets these itself
         notes += overridden(env)
@@ -206,7 +196,7 @@ def _finish(options: BenchOptions, rank: int, stage_file: StageFile, report: Rep
         # the report is out of our buffer before its code is recorded: once the launcher has the code it may
         # stop this rank (torchrun stops every rank when one fails) and must not find the report lost with it
         sys.stdout.flush()
-        stage_file.set(Stage.DONE if shared else Stage.FAILED, code=final, error=error)
+        stage_file.record(Stage.DONE if shared else Stage.FAILED, code=final, error=error)
         # A shared verdict: exit 0, the launcher returns the recorded code and torchrun stays quiet.
         # A failure: exit non-zero so torchrun stops the ranks still waiting on the broken collective.
         return 0 if shared else max(final, 1)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from nccl_doctor.bench.model import Backend
-from nccl_doctor.cluster import visible_gpus
+from nccl_doctor.bench.backend import Backend
+from nccl_doctor.cluster.slurm import visible_gpus
 
 # test seam: "unavailable" (cuInit fails), "802" (the fabric manager is down), or a number N (CUDA works and
 # shows N GPUs: fewer than the local ranks makes the ranks fail; enough makes them really try CUDA)

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import BITS_PER_BYTE, link_gbps
-from nccl_doctor.cluster import DEFAULT_PORT, gloo_iface_to
+from nccl_doctor.cluster.net import gloo_iface_to
+from nccl_doctor.cluster.slurm import DEFAULT_PORT
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import NodeProbe, probe_node
 
@@ -54,7 +56,8 @@ class Expected:
     intra_basis: str | None = None  # always an estimate: says so
 
 
-def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tuple[Expected | None, bool, str | None]:
+def local_expected(env: Mapping[str, str], backend: Backend,
+                   root: str = "/") -> tuple[Expected | None, bool, str | None]:
     """This node's yardstick from the probe (~30 ms): the links the backend will use, and their rates,
     whether a link is virtual (a veth: its speed is nominal, so no line rate to judge figures against, only
     the floor of a slow link), and
@@ -62,7 +65,7 @@ def local_expected(env: Mapping[str, str], backend: str, root: str = "/") -> tup
     Gloo without GLOO_SOCKET_IFNAME binds what routes to MASTER_ADDR (the launcher sets it so).
     A bug here is raised, not turned into a silent "no yardstick"."""
     route_iface = None
-    if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME") and env.get("MASTER_ADDR"):
+    if backend == Backend.GLOO and not env.get("GLOO_SOCKET_IFNAME") and env.get("MASTER_ADDR"):
         route_iface = gloo_iface_to(env["MASTER_ADDR"], int(env.get("MASTER_PORT", str(DEFAULT_PORT))))
     try:
         node = probe_node(root, env)
@@ -78,13 +81,13 @@ def nominal_speed(virtual_kind: str | None) -> bool:
     return bool(virtual_kind) and virtual_kind not in RATED_VIRTUAL_KINDS
 
 
-def expected_bandwidth(node: NodeProbe, backend: str, *, route_iface: str | None = None) -> Expected:
+def expected_bandwidth(node: NodeProbe, backend: Backend, *, route_iface: str | None = None) -> Expected:
     """``node``: a ``probe.NodeProbe``. ``route_iface``: the interface routing to the rendezvous host,
     Gloo's fallback when GLOO_SOCKET_IFNAME is unset (as the launcher would set it)."""
-    inter = _nccl_rdma(node) if backend == "nccl" else None
+    inter = _nccl_rdma(node) if backend == Backend.NCCL else None
     if inter is None:
         inter = _socket(node, backend, route_iface)
-    intra, intra_basis = _intra(node) if backend == "nccl" else _no_intra(node)
+    intra, intra_basis = _intra(node) if backend == Backend.NCCL else _no_intra(node)
     return Expected(inter_gbps=inter[0], per_rank_gbps=inter[1], inter_basis=inter[2], ifaces=inter[3],
                     iface=_netdev(node, inter[3][0]) if inter[3] else None, intra_gbps=intra, intra_basis=intra_basis)
 
@@ -134,10 +137,10 @@ def efa_ports_per_gpu(ports: int, gpus: int) -> int:
     return max(1, ports // gpus) if gpus else 1
 
 
-def _socket(node: NodeProbe, backend: str, route_iface: str | None) -> InterLinks:
+def _socket(node: NodeProbe, backend: Backend, route_iface: str | None) -> InterLinks:
     """The socket interfaces the backend binds: NCCL's choice (NCCL_SOCKET_IFNAME rules), or Gloo's
     (GLOO_SOCKET_IFNAME, else the route to the rendezvous host, else the hostname's interface)."""
-    if backend == "nccl":
+    if backend == Backend.NCCL:
         names, how = list(node.nccl_socket.ifaces), f"NCCL sockets, {node.nccl_socket.rule}"
         if node.nccl_ib.disabled_by:
             how += f"; IB off by {node.nccl_ib.disabled_by}"

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import MIB, format_size, round_size
 from nccl_doctor.bench.figures import NodeFigures, node_figures, node_localisation
 from nccl_doctor.bench.groups import MISFIT_SKIP, mesh_misfit
-from nccl_doctor.bench.model import Backend, BenchResult, PairResult
+from nccl_doctor.bench.model import BenchResult, PairResult
 from nccl_doctor.bench.pairs import floor_gbps, link_slow_rails, slow_rails, slow_ratio
 from nccl_doctor.bench.rails import rail_label
 from nccl_doctor.bench.shortfall import judge_expected
-from nccl_doctor.cluster import SlurmInfo
+from nccl_doctor.cluster.slurm import SlurmInfo
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Severity, finding, hosts_text, plural
 
@@ -262,7 +263,7 @@ def _judge_sweep(result: BenchResult) -> list[Finding]:
     """ND306/ND307: sizes too small or too few iterations for the figures to mean much."""
     out = []
     biggest = max(m.size_bytes for m in result.results)
-    need = BIG_ENOUGH[Backend(result.backend)] if result.backend in BIG_ENOUGH else BIG_ENOUGH[Backend.NCCL]
+    need = BIG_ENOUGH.get(result.backend, BIG_ENOUGH[Backend.NCCL])
     # a size is rounded down to split into whole elements per rank: 16 MiB over 3 ranks is 12 bytes short
     if all(m.size_bytes < round_size(need, m.group_size) for m in result.results):
         out.append(finding(Code.SIZES_TOO_SMALL, Severity.WARN,

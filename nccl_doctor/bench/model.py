@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import MIB, OPS, Op, format_size
 from nccl_doctor.bench.expected import Expected
 from nccl_doctor.enums import StrEnum
@@ -27,23 +28,8 @@ class Group(StrEnum):
 GROUPS = tuple(Group)
 
 
-class Backend(StrEnum):
-    NCCL = "nccl"
-    GLOO = "gloo"
-
-
-class BenchStage(StrEnum):
-    """The stages of a bench run besides the launcher's shared ones (``cluster.Stage``: init, done, failed,
-    start-up, rendezvous); a measurement's stage is ``measure_stage``, a pair round's ``pairs_stage``. A
-    hang or failure names the stage it stopped in."""
-
-    PROBE = "probe"  # the launcher's own probe of this node: nothing launched
-    TOPOLOGY = "topology"  # which rank runs on which node, and each node's yardstick
-    GROUPS = "groups"  # the intra/inter sub-groups
-
-
 def measure_stage(op: str, group: str, size_bytes: int) -> str:
-    """The stage of one measurement: ``reduce_scatter world 64 KiB``."""
+    """The stage of one measurement: ``reduce_scatter world 64 KiB`` (the named stages: ``cluster.stages.Stage``)."""
     return f"{op} {group} {format_size(size_bytes)}"
 
 
@@ -137,7 +123,7 @@ class NodeInfo:
 
 @dataclass(kw_only=True)
 class BenchResult:
-    backend: str
+    backend: Backend
     device: str
     world_size: int
     local_world_size: int

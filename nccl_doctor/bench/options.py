@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from nccl_doctor.bench.busbw import OPS, Op, parse_size, parse_sizes
 from nccl_doctor.bench.model import DEFAULT_COLLECTIVE_TIMEOUT_S, DEFAULT_TIMEOUT_S, GROUPS, Group
-from nccl_doctor.cluster import check_seconds, parse_endpoint
+from nccl_doctor.cluster.net import parse_endpoint
+from nccl_doctor.cluster.validate import check_seconds
 from nccl_doctor.errors import InputError
 from nccl_doctor.outputs import OutputOptions
 

@@ -47,14 +47,15 @@ import math
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass, field, replace
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import GB, format_size
-from nccl_doctor.bench.model import Backend, NodeInfo, PairResult, RailResult
+from nccl_doctor.bench.model import NodeInfo, PairResult, RailResult
 
 SLOW_RATIO = 0.25  # a link below a quarter of the best link is slow (tbf/bad cable: 10-100x)
 # Gloo moves bytes with the host's CPUs: a round of many pairs at once shares the cores, and a later round of
 # a few runs alone, so healthy links differ by up to ~6x across rounds on a busy host (16 nodes on 2 cores:
 # 0.43-2.58 GB/s); a throttled or broken link is still 40-200x below
-SLOW_RATIO_BY_BACKEND: dict[str, float] = {Backend.NCCL: SLOW_RATIO, Backend.GLOO: 0.1}
+SLOW_RATIO_BY_BACKEND: dict[Backend, float] = {Backend.NCCL: SLOW_RATIO, Backend.GLOO: 0.1}
 # rails sharing one link split it unevenly (TCP, CPU contention: 6x seen on 2 cores); one far below its
 # siblings' mean is a rank lagging (its GPU, CPU or process), not the link
 LAGGING_RAIL_RATIO = 0.1
@@ -230,7 +231,7 @@ def link_slow_rails(pair: PairResult, best_rail_gbps: float, floor_gbps: float =
     return [r for r in pair.rails if r.busbw_gbps < ratio * best_rail_gbps or r.busbw_gbps < floor_gbps]
 
 
-def slow_ratio(backend: str) -> float:
+def slow_ratio(backend: Backend) -> float:
     """The share of the best link below which a link is slow, for the backend that measured it."""
     return SLOW_RATIO_BY_BACKEND.get(backend, SLOW_RATIO)
 
@@ -310,10 +311,10 @@ def pair_expected_gbps(node: NodeInfo, rails: int = 1) -> float | None:
     return min(one, total / max(rails, 1)) if total else one
 
 
-def floor_gbps(nodes: Iterable[NodeInfo], backend: str, rails: int = 1) -> float:
+def floor_gbps(nodes: Iterable[NodeInfo], backend: Backend, rails: int = 1) -> float:
     """The absolute floor of a link: ``FLOOR_SHARE`` of the slowest node's yardstick (0 when unknown)."""
     known = [y for n in nodes if (y := pair_expected_gbps(n, rails))]
-    share = FLOOR_SHARE[Backend(backend)] if backend in FLOOR_SHARE else FLOOR_SHARE[Backend.NCCL]
+    share = FLOOR_SHARE.get(backend, FLOOR_SHARE[Backend.NCCL])
     return share * min(known) if known else 0.0
 
 

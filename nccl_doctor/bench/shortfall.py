@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import statistics
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import MIB, format_size
 from nccl_doctor.bench.figures import group_expected, node_localisation, yardstick_gbps
-from nccl_doctor.bench.model import Backend, BenchResult, Group, Measurement, PairResult, RailResult
+from nccl_doctor.bench.model import BenchResult, Group, Measurement, PairResult, RailResult
 from nccl_doctor.bench.pairs import LAGGING_RAIL_RATIO, below_share, lagging_rails
 from nccl_doctor.bench.rails import rail_label
 from nccl_doctor.codes import Code

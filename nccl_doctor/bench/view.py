@@ -10,19 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO, TypeVar
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import Op, format_size, latency_bound
 from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, group_expected, node_figures, node_localisation, pct
 from nccl_doctor.bench.model import (
     DEFAULT_TIMEOUT_S,
     BenchFailure,
     BenchResult,
-    BenchStage,
     Group,
     Measurement,
     PairResult,
 )
 from nccl_doctor.bench.pairs import Localisation, pair_expected_gbps
-from nccl_doctor.cluster import LOG_ENV, LaunchOutcome, Stage
+from nccl_doctor.cluster.stages import Stage
+from nccl_doctor.cluster.torchrun import LOG_ENV, LaunchOutcome
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Report, Severity, Table, finding
 
@@ -270,11 +271,11 @@ def _stopped(why: str) -> dict[str, Any]:
     return {"skipped": why}
 
 
-def blocked_report(findings: list[Finding], backend: str) -> Report:
+def blocked_report(findings: list[Finding], backend: Backend) -> Report:
     """This node's probe found that the backend's interface settings cannot work: nothing launched."""
     report = Report(command=COMMAND, findings=findings)
     report.summary = f"not launched: this node's {backend.upper()} interface settings cannot work"
-    report.data = {"stage": BenchStage.PROBE, "backend": backend, "results": [], "nodes": [],
+    report.data = {"stage": Stage.PROBE, "backend": backend, "results": [], "nodes": [],
                    "localisation": _stopped("not launched: the probe failed")}
     return report
 
@@ -336,7 +337,7 @@ def stage_fix(stage: str) -> str:
     if stage == Stage.RENDEZVOUS:
         return ("start nccl-doctor on every node (srun --ntasks-per-node=1 nccl-doctor bench), with the same "
                 "--rdzv-endpoint, and check that the rendezvous host's port is reachable from every node")
-    if stage in (Stage.INIT, BenchStage.TOPOLOGY, BenchStage.GROUPS):
+    if stage in (Stage.INIT, Stage.TOPOLOGY, Stage.GROUPS):
         return ("read the other nodes' reports first: a rank that failed at start-up there (ND313, CUDA unusable) "
                 "leaves these waiting; otherwise check that every node reaches the others on the interface in "
                 "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (nccl-doctor probe), and that firewalls allow the "

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 import torch.distributed as dist
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
 from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
 from nccl_doctor.bench.exchange import (
@@ -39,7 +40,6 @@ from nccl_doctor.bench.model import (
     BenchConfig,
     BenchFailure,
     BenchResult,
-    BenchStage,
     Group,
     Measurement,
     NodeInfo,
@@ -64,7 +64,7 @@ from nccl_doctor.bench.pairs import (
     slow_ratio,
 )
 from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
-from nccl_doctor.cluster import Stage, StageFile
+from nccl_doctor.cluster.stages import Stage, StageFile, StageSink
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
 
@@ -98,12 +98,14 @@ class Collective(Protocol):
 
 # --- stages ---------------------------------------------------------------------------------------
 class Stages:
-    """Each rank marks the stage it enters in its stage file and as a key in the rendezvous store,
-    so on a timeout we can name who never arrived (the store outlives a dead rank)."""
+    """Each rank marks the stage it enters on its sinks (its stage file, and whatever its caller adds:
+    preflight's relayed marks) and as a key in the rendezvous store, so on a timeout we can name who never
+    arrived (the store outlives a dead rank)."""
 
-    def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ):
+    def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ, *,
+                 sinks: Sequence[StageSink] = ()):
         self.rank = rank
-        self.file = StageFile(rank, host, env)
+        self.sinks: tuple[StageSink, ...] = (StageFile(rank, host, env), *sinks)
         self.current: str = Stage.INIT
         self.stall = _stall_prefix(env.get(STALL_ENV, ""), rank)
         self.stall_inside = _stall_prefix(env.get(STALL_INSIDE_ENV, ""), rank)
@@ -117,7 +119,8 @@ class Stages:
         self.current = stage
         if self.stall and stage.startswith(self.stall):
             time.sleep(STALL_S)  # test seam: a rank that hangs before this stage
-        self.file.set(stage)
+        for sink in self.sinks:
+            sink.record(stage)
         if self.store is not None:
             try:
                 self.store.set(f"ncd/{stage}/{self.rank}", "1")
@@ -181,7 +184,7 @@ class _TorchCuda:
         torch.cuda.init()
 
 
-def gather_nodes(env: Mapping[str, str], backend: str) -> list[NodeInfo]:
+def gather_nodes(env: Mapping[str, str], backend: Backend) -> list[NodeInfo]:
     """(node, hostname, expected bandwidth) from every rank, as JSON (``exchange``); only each node's
     local rank 0 probes (the others send None): one probe and one DNS lookup per node."""
     host = socket.gethostname()
@@ -508,14 +511,14 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     """The whole sweep inside an already initialised default process group. Raises ``BenchFailure``
     naming the stage and the ranks that never reached it when a collective fails or times out."""
     t0 = time.monotonic()
-    backend = str(dist.get_backend())
-    device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
+    backend = Backend(str(dist.get_backend()))  # the group init_from_env made: one backend, NCCL or Gloo
+    device = f"cuda:{torch.cuda.current_device()}" if backend is Backend.NCCL else "cpu"
     stages = stages or Stages(dist.get_rank(), socket.gethostname(), env)
     world = list(range(dist.get_world_size()))
-    stages.enter(BenchStage.TOPOLOGY)
+    stages.enter(Stage.TOPOLOGY)
     nodes = _guard(stages, world, {}, lambda: gather_nodes(env, backend))
     host_of = {r: n.host for n in nodes for r in n.ranks}
-    stages.enter(BenchStage.GROUPS)
+    stages.enter(Stage.GROUPS)
     groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
     result = BenchResult(backend=backend, device=device, world_size=len(world),
                          local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped)

@@ -1,4 +1,11 @@
-"""Stage files: each rank's heartbeat (the stage it is in), which the launcher reads when the deadline fires."""
+"""One stage model for every rank and launcher: the stage names, a rank's stage file, and where a stage goes.
+
+A stage is where a rank or a launcher is, so that a hang or a failure names it. A rank records each stage it
+enters on one or more ``StageSink``s: its stage file (``StageFile``, which ``bench``'s launcher reads when
+the deadline fires) and, under ``preflight``, the file its launcher relays to node 0's store
+(``preflight.protocol.StageMarks``). The names the code branches on are ``Stage``; the others are free text
+(the collective a rank is in: ``all_gather inter 1 MiB``), so a stage field is a ``str``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from nccl_doctor.enums import StrEnum
 from nccl_doctor.files import atomic_write
@@ -17,15 +25,28 @@ RANK0_POLL_S = 0.05
 
 
 class Stage(StrEnum):
-    """The stage names the workers and the launcher share. A worker's other stages are free text
-    (the collective it is in: ``all_gather inter 1 MiB``), so a stage field is a ``str``."""
+    """Every named stage, of ``bench`` and ``preflight`` alike; the values are what reports, stage files and
+    the store carry."""
 
+    # a rank's, in both commands
     INIT = "init"  # a worker started
-    DONE = "done"  # a worker recorded the shared verdict
+    DONE = "done"  # a worker recorded the shared verdict; preflight: the run finished
     FAILED = "failed"  # a worker recorded its own failure
-    START_UP = "start-up"  # the launcher: the deadline fired before torchrun or any rank had started
-    RENDEZVOUS = "rendezvous"  # the launcher: no local rank started (the nodes never all joined)
-    SHUTDOWN = "shutdown"  # the launcher: every local rank had recorded its code
+    # bench's launcher
+    START_UP = "start-up"  # the deadline fired before torchrun or any rank had started
+    RENDEZVOUS = "rendezvous"  # no local rank started (the nodes never all joined); preflight: the same
+    SHUTDOWN = "shutdown"  # every local rank had recorded its code
+    # bench's ranks (a measurement's stage is ``measure_stage``, a pair round's ``pairs_stage``)
+    PROBE = "probe"  # the launcher's own probe of this node: nothing launched; preflight: the same
+    TOPOLOGY = "topology"  # which rank runs on which node, and each node's yardstick
+    GROUPS = "groups"  # the intra/inter sub-groups
+    # preflight's (where a run stopped: the report's ``stage``; its ranks' bench stages carry ``bench ``)
+    CONSISTENCY = "consistency"
+    RUN = "run"
+    VERDICT = "verdict"
+    NCCL_LOGS = "nccl-logs"
+    NOT_STARTED = "not started"
+    FSDP_SMOKE = "fsdp-smoke"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,9 +61,26 @@ class StageRecord:
     error: str | None = None
 
 
+class StageSink(Protocol):
+    """Where a rank's stages go: each stage it enters, in order."""
+
+    def record(self, stage: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class PrefixedSink:
+    """Another sink's stages under a prefix: ``preflight``'s ranks show bench's stages as ``bench <stage>``."""
+
+    sink: StageSink
+    prefix: str
+
+    def record(self, stage: str) -> None:
+        self.sink.record(f"{self.prefix}{stage}")
+
+
 class StageFile:
-    """A worker's heartbeat: its current stage in ``$NCCL_DOCTOR_STAGE_DIR/rank<R>.json``, written
-    atomically so the watching parent never reads half a file. A no-op outside our launcher."""
+    """A worker's heartbeat, a ``StageSink``: its current stage in ``$NCCL_DOCTOR_STAGE_DIR/rank<R>.json``,
+    written atomically so the watching parent never reads half a file. A no-op outside our launcher."""
 
     def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ) -> None:
         d = env.get(STAGE_DIR_ENV)
@@ -53,7 +91,7 @@ class StageFile:
     def managed(self) -> bool:
         return self.path is not None
 
-    def set(self, stage: str, *, code: int | None = None, error: str | None = None) -> None:
+    def record(self, stage: str, *, code: int | None = None, error: str | None = None) -> None:
         if self.path is None:
             return
         rec = {"rank": self.rank, "host": self.host, "stage": stage, "since": time.time(), "code": code,

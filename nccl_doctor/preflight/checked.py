@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+from nccl_doctor.enums import StrEnum
 from nccl_doctor.report import Finding, Severity, Table, Where
 
 WHERE_INTS = ("rank", "line")
 SEVERITIES = {s.value for s in Severity}
+E = TypeVar("E", bound=StrEnum)
+SHOWN_CHARS = 40  # of a rejected value, in the error
 
 
 def load_object(text: str | bytes) -> dict[str, Any]:
@@ -44,6 +47,20 @@ def text(d: Mapping[str, Any], name: str, default: str | None = None) -> str:
 def optional_text(d: Mapping[str, Any], name: str) -> str | None:
     value = d.get(name)
     return None if value is None else text(d, name)
+
+
+def member(d: Mapping[str, Any], name: str, kind: type[E]) -> E:
+    """A string field that is one of ``kind``'s values (a verdict word, a finding code)."""
+    value = text(d, name)
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{name!r} must be a {kind.__name__} value, not {value[:SHOWN_CHARS]!r}") from None
+
+
+def optional_member(d: Mapping[str, Any], name: str, kind: type[E]) -> E | None:
+    """``member``, or None for a field that is missing, null or empty."""
+    return member(d, name, kind) if d.get(name) not in (None, "") else None
 
 
 def integer(d: Mapping[str, Any], name: str) -> int:

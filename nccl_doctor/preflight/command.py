@@ -117,7 +117,7 @@ def run(options: PreflightOptions) -> Outcome:
     if plan.overrides:  # a flag replaced what the launcher said: one line, before anything starts
         print(f"{PREFIX} ({plan.host}): {plan.overrides}", file=sys.stderr, flush=True)
     launcher = Launcher(options, plan, os.environ)  # the ranks get ERROR (or the user's level)
-    launcher.files = files
+    launcher.state.files = files
     if user_log_level is None:  # this process reports its own store failures: no C++ stack dumps from c10d
         os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
     try:
@@ -153,10 +153,10 @@ def launch(launcher: Launcher) -> NodeVerdict:
     """This node's whole run: probe, rendezvous, then node 0's steps or a follower's."""
     with launcher.running():
         mine = launcher.probe()
-        if mine.fatal and launcher.plan.nnodes == 1:  # nobody to rendezvous with: stop here, no rank started
+        if mine.fatal and launcher.state.plan.nnodes == 1:  # nobody to rendezvous with: stop here, no rank started
             return Head(launcher).probe_stop([mine])
         t = time.monotonic()
-        if launcher.plan.is_head:
+        if launcher.state.plan.is_head:
             head = Head(launcher)
             refused = head.open_store(mine)
             return refused or post_and_run(launcher, mine, lambda: head.run(mine, t))
@@ -167,6 +167,6 @@ def launch(launcher: Launcher) -> NodeVerdict:
 
 def post_and_run(launcher: Launcher, mine: NodePost, steps: Callable[[], NodeVerdict]) -> NodeVerdict:
     """On a store that is this run's: post this node's probe, start its heartbeat, then take its steps."""
-    launcher.live.set(node_key(launcher.plan.node_rank), mine.to_json())
+    launcher.state.live.set(node_key(launcher.state.plan.node_rank), mine.to_json())
     launcher.start_heartbeat()
     return steps()

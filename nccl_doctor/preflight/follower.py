@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.auth import SECRET_ENV, RejectedValueError
 from nccl_doctor.preflight.heartbeat import start_watchdog
@@ -19,7 +20,6 @@ from nccl_doctor.preflight.protocol import (
     Closed,
     NodePost,
     RunStamp,
-    Stage,
     VerdictMessage,
     logs_key,
 )
@@ -42,30 +42,30 @@ class Follower:
     """A follower's steps, on its launcher."""
 
     def __init__(self, launcher: Launcher):
-        self.node = launcher
-        self.plan = launcher.plan
+        self.node, self.state, self.ranks = launcher, launcher.state, launcher.ranks
+        self.plan = launcher.state.plan
 
     # --- joining ---------------------------------------------------------------------------------
     def join_store(self, mine: NodePost) -> NodeVerdict | None:
         """Connect to node 0's store, bounded (TCPStore's own connect blocks for as long as a silent
         listener keeps the connection open), and check it is this run's before writing anything."""
         head, port = self.plan.head_host, self.plan.port
-        window = self.node.window()
+        window = self.state.window()
         age = process_age()  # seconds since this node's launch; less our own start-up: how late it was started
         delay = None if age is None else age - (time.monotonic() - IMPORTED_AT)
-        store, error, silent = connect_store(self.plan.head, port, window, self.node.seal)
+        store, error, silent = connect_store(self.plan.head, port, window, self.state.seal)
         if silent:
             return self.node.alone(mine, Stage.RENDEZVOUS, f"port {port} on {head} (node 0) accepts connections "
                                    f"but is not an nccl-doctor store (no answer to the store handshake in "
                                    f"{silent:.0f} s): another program holds it", fix=port_fix(port, head),
                                    code=Code.STAGE_FAILED, host=head)
         if store is None:
-            if delay is not None and delay > self.node.args.rendezvous_timeout:  # after node 0's whole window
+            if delay is not None and delay > self.state.args.rendezvous_timeout:  # after node 0's whole window
                 return self.late(mine, certain=False)
             why = first_line(error) if error else "nothing accepted connections on that port"
             return self.node.alone(mine, Stage.RENDEZVOUS, f"cannot reach the rendezvous store on "
                                    f"{self.plan.head}:{port} (node 0) within {window:.0f} s: {why}")
-        self.node.store = store
+        self.state.store = store
         return self.check_owner(mine, store, min(OWNER_WAIT_S, window))
 
     def check_owner(self, mine: NodePost, store: Store, wait_s: float) -> NodeVerdict | None:
@@ -74,7 +74,7 @@ class Follower:
         try:
             owner = owner_of(store, wait_s)
         except RejectedValueError as exc:
-            self.node.store = None  # not provably ours: write nothing there
+            self.state.store = None  # not provably ours: write nothing there
             return self.node.alone(mine, Stage.RENDEZVOUS, f"port {port} on {head} (node 0) holds a run stamp that "
                                    f"does not verify with this job's {SECRET_ENV} ({exc.why}): another run, a node "
                                    "with another secret, or a forger holds it", fix=port_fix(port, head),
@@ -85,7 +85,7 @@ class Follower:
                                    fix=port_fix(port, head), code=Code.STAGE_FAILED, host=head)
         if owner.run != self.plan.run_id:
             step = owner.step or "?"
-            self.node.store = None  # not ours: write nothing there, not even the verdict
+            self.state.store = None  # not ours: write nothing there, not even the verdict
             return self.node.alone(mine, Stage.RENDEZVOUS, f"port {port} on {head} (node 0) is held by another "
                                    f"nccl-doctor run (step {step}; this is step {self.plan.step or '?'}) or "
                                    "another program", fix=port_fix(port, head), code=Code.STAGE_FAILED, host=head)
@@ -99,7 +99,7 @@ class Follower:
             return None
         head, host = self.plan.head_host, self.plan.host
         msg = (f"this node ({host}) arrived after node 0 stopped waiting (--rendezvous-timeout "
-               f"{self.node.args.rendezvous_timeout:g} s); the run was already decided on {head}")
+               f"{self.state.args.rendezvous_timeout:g} s); the run was already decided on {head}")
         out = self.node.alone(mine, Stage.RENDEZVOUS, msg, code=Code.NODE_MISSING, host=host,
                               fix=f"read the report on {head}; start preflight on every node together and find "
                                   f"why {host} started late (slow file system, busy node), or raise "
@@ -111,14 +111,14 @@ class Follower:
 
     def closed_without_us(self) -> bool:
         try:
-            closed = self.node.live.get(CLOSED_KEY)
+            closed = self.state.live.get(CLOSED_KEY)
         except STORE_ERRORS:
             return False
         return closed is not None and self.plan.node_rank in parsed(CLOSED_KEY, closed, Closed.from_json).missing
 
     # --- the run ---------------------------------------------------------------------------------
     def run(self, mine: NodePost) -> NodeVerdict:
-        start_watchdog(self.node.beat, self.node.deadline, self.node.args.timeout, self.lost_head_now)
+        start_watchdog(self.state.beat, self.state.deadline, self.state.args.timeout, self.lost_head_now)
         return self.steps(mine)
 
     def steps(self, mine: NodePost) -> NodeVerdict:
@@ -126,7 +126,7 @@ class Follower:
         try:
             return self.late(mine) or self.follow(mine)
         except RejectedValueError as exc:  # a forged or malformed go or verdict: never act on it, nor leave with it
-            why = rejected_value(self.plan, exc, Stage.RUN, self.node.seal.authenticated)
+            why = rejected_value(self.plan, exc, Stage.RUN, self.state.seal.authenticated)
             return self.node.alone(mine, Stage.RUN, why.message.removeprefix(f"stage {Stage.RUN}: "), fix=why.fix,
                                    code=Code.STORE_VALUE_REJECTED, host=why.where.host)
 
@@ -136,11 +136,11 @@ class Follower:
     def follow(self, mine: NodePost) -> NodeVerdict:
         """Start the ranks on node 0's go, send this node's NCCL log summary when asked, return its verdict.
         Only a failing store call means node 0 is gone; any other error is ours and raised as such."""
-        store = self.node.live
+        store = self.state.live
         started = sent_logs = False
         relayed = polled = 0.0
         while True:
-            running = started and not self.node.workers_done()
+            running = started and not self.ranks.workers_done()
             verdict, go, logs_wanted = None, False, False
             try:
                 if time.monotonic() - polled >= (RUNNING_POLL_S if running else 0.0):
@@ -150,29 +150,29 @@ class Follower:
                     logs_wanted = (started and not sent_logs and not running
                                    and store.get(LOGS_WANTED_KEY) is not None)
                 if started and time.monotonic() - relayed > STAGE_RELAY_S:  # our ranks' stages, for node 0
-                    self.node.relay_stages()
+                    self.ranks.relay_stages()
                     relayed = time.monotonic()
             except STORE_ERRORS as exc:
                 return self.lost_head(mine, exc)
             if verdict is not None:
                 return self.leave_with(mine, parsed(VERDICT_KEY, verdict, VerdictMessage.from_json), started=started)
             if go:
-                self.node.spawn_workers()
+                self.ranks.spawn_workers()
                 started = True
             if logs_wanted:
                 try:
-                    store.set(logs_key(self.plan.node_rank), self.node.nccl_logs().to_json())
+                    store.set(logs_key(self.plan.node_rank), self.ranks.nccl_logs().to_json())
                 except STORE_ERRORS as exc:
                     return self.lost_head(mine, exc)
                 sent_logs = True
-            if time.monotonic() > self.node.deadline + VERDICT_GRACE_S:  # node 0 enforces the deadline
+            if time.monotonic() > self.state.deadline + VERDICT_GRACE_S:  # node 0 enforces the deadline
                 return self.node.alone(mine, Stage.VERDICT, f"node 0 ({self.plan.head_host}) gave no verdict "
-                                       f"within the {self.node.args.timeout:.0f} s deadline")
+                                       f"within the {self.state.args.timeout:.0f} s deadline")
             time.sleep(FOLLOW_TICK_S)
 
     def leave_with(self, mine: NodePost, v: VerdictMessage, *, started: bool) -> NodeVerdict:
         try:
-            self.node.live.add(ACKS_KEY, 1)
+            self.state.live.add(ACKS_KEY, 1)
         except STORE_ERRORS:
             pass  # node 0 left already: we have its verdict
         if not started and (late := self.late(mine)):  # posted just after node 0 stopped waiting

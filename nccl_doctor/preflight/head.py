@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import time
 
+from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.node import compare
 from nccl_doctor.preflight.auth import RejectedValueError
@@ -28,7 +29,6 @@ from nccl_doctor.preflight.protocol import (
     RankError,
     RankResult,
     RunStamp,
-    Stage,
     StageMark,
     error_key,
     heartbeat_key,
@@ -68,8 +68,8 @@ class Head:
     """Node 0's steps, on its launcher."""
 
     def __init__(self, launcher: Launcher):
-        self.node = launcher
-        self.plan = launcher.plan
+        self.node, self.state, self.ranks = launcher, launcher.state, launcher.ranks
+        self.plan = launcher.state.plan
         self.at: str = Stage.RENDEZVOUS  # the stage a rejected store value stops
         self.bound: str | None = None  # the one address node 0's store listens on (None: every interface)
         self.stages_seen: Seen[NodeStages] = {}  # each node's stages value as last read (unchanged: not parsed)
@@ -80,7 +80,7 @@ class Head:
         port, head = self.plan.port, self.plan.host
         self.bound = bind_address(self.plan.head, self.plan.nnodes)
         try:
-            self.node.store = open_store(self.plan.head, port, self.node.window(), self.node.seal, bind=self.bound)
+            self.state.store = open_store(self.plan.head, port, self.state.window(), self.state.seal, bind=self.bound)
         except Exception as exc:
             text = str(exc)
             if "EADDRINUSE" in text or "address already in use" in text.lower():
@@ -91,9 +91,9 @@ class Head:
             return self.node.alone(mine, Stage.RENDEZVOUS, why, fix=port_fix(port, head), code=Code.STAGE_FAILED,
                                    host=head)
         # every node's heartbeat value exists before anyone may write (node 0 reads them in one multi_get)
-        self.node.store.set_all({heartbeat_key(i): "0" for i in range(self.plan.nnodes)})
+        self.state.store.set_all({heartbeat_key(i): "0" for i in range(self.plan.nnodes)})
         stamp = RunStamp(run=self.plan.run_id, step=self.plan.step, host=head)
-        self.node.store.set(RUN_KEY, stamp.to_json())
+        self.state.store.set(RUN_KEY, stamp.to_json())
         return None
 
     def new_report(self) -> Report:
@@ -101,13 +101,13 @@ class Head:
         unauthenticated store, too few file descriptors."""
         report = Report(command="preflight")
         report.data.update(plan_data(self.plan))
-        report.notes.extend(self.node.setting_notes())
-        if not self.node.seal.authenticated:
+        report.notes.extend(self.ranks.setting_notes())
+        if not self.state.seal.authenticated:
             report.add(unauthenticated(self.plan))
         if self.bound is None:
             report.notes.append(f"the rendezvous store listens on every interface of node 0: {self.plan.head} "
                                 "resolves there to loopback, to several addresses, or to none of its own")
-        if (limit := files_limit(self.plan, self.node.files)) is not None:
+        if (limit := files_limit(self.plan, self.state.files)) is not None:
             report.add(limit)
         return report
 
@@ -116,40 +116,40 @@ class Head:
         try:
             return self.steps(report, t_rdzv)
         except RejectedValueError as exc:
-            report.add(rejected_value(self.plan, exc, self.at, self.node.seal.authenticated))
+            report.add(rejected_value(self.plan, exc, self.at, self.state.seal.authenticated))
             self.node.say(f"FAILED in stage {self.at}: store value {exc.key!r} rejected: {exc.why}")
             return self.node.decide(report, self.at)
 
     def steps(self, report: Report, t_rdzv: float) -> NodeVerdict:
         nodes = self.gather_nodes()
-        self.node.mark(Stage.RENDEZVOUS, t_rdzv)
+        self.state.mark(Stage.RENDEZVOUS, t_rdzv)
         # a launcher other than Slurm names no node: the report names each by the host it gave here
-        self.node.plan = self.plan = self.plan.named([n.host if n else None for n in nodes])
+        self.state.plan = self.plan = self.plan.named([n.host if n else None for n in nodes])
         report.data.update(plan_data(self.plan))
         missing = [self.plan.hosts[i] for i, n in enumerate(nodes) if n is None]
-        self.node.absent |= {i for i, n in enumerate(nodes) if n is None}
+        self.state.absent |= {i for i, n in enumerate(nodes) if n is None}
         if missing:
             self.node.say(f"rendezvous: {plural(len(missing), 'node')} never arrived: {hosts_text(missing)}")
-            report.add(missing_nodes(self.plan, missing, self.node.args.rendezvous_timeout))
+            report.add(missing_nodes(self.plan, missing, self.state.args.rendezvous_timeout))
             return self.node.decide(report, Stage.RENDEZVOUS)
         arrived = [n for n in nodes if n is not None]
         if self.plan.nnodes > 1:
             self.node.say(f"rendezvous: all {self.plan.nnodes} nodes arrived in "
-                          f"{self.node.timings[Stage.RENDEZVOUS]} s")
+                          f"{self.state.timings[Stage.RENDEZVOUS]} s")
         self.at = Stage.CONSISTENCY
         stop = self.consistency(report, arrived)
         if stop is not None:
             return stop
         self.at = Stage.RUN
         self.preset_ranks()
-        self.node.live.set(GO_KEY, "1")
+        self.state.live.set(GO_KEY, "1")
         self.node.say(f"starting {plural(self.plan.nproc, 'rank')} per node")
-        self.node.spawn_workers()
+        self.ranks.spawn_workers()
         return self.watch(report)
 
     def gather_nodes(self) -> list[NodePost | None]:
-        store = self.node.live
-        end = min(self.node.deadline, time.monotonic() + self.node.args.rendezvous_timeout)
+        store = self.state.live
+        end = min(self.state.deadline, time.monotonic() + self.state.args.rendezvous_timeout)
         keys = [node_key(i) for i in range(self.plan.nnodes)]
         while time.monotonic() < end and not store.has(*keys):
             time.sleep(0.1)
@@ -171,7 +171,7 @@ class Head:
         if self.plan.nnodes > 1 and not diffs:
             report.add(nodes_agree(self.plan.nnodes))
         report.data["node_facts"] = [n.facts for n in nodes]
-        self.node.mark(Stage.CONSISTENCY, t)
+        self.state.mark(Stage.CONSISTENCY, t)
         if any(n.fatal for n in nodes):
             return self.probe_stop(nodes, report)
         uneven = [f for f in diffs if f.code == Code.RANK_COUNT_MISMATCH]
@@ -199,37 +199,37 @@ class Head:
         reads each kind in one round trip (``multi_get`` waits for a missing key); the first write replaces it."""
         items = {stages_key(i): NodeStages.not_started(self.plan.nproc).to_json() for i in range(self.plan.nnodes)}
         items.update({error_key(r): "" for r in range(self.plan.world_size)})
-        self.node.live.set_all(items)
+        self.state.live.set_all(items)
 
     def watch(self, report: Report) -> NodeVerdict:
         """Follow every rank until the result, a failure, a lost node or a deadline."""
-        store = self.node.live
+        store = self.state.live
         states = [RankState() for _ in range(self.plan.world_size)]
-        beats = Beats(store, self.plan.nnodes, self.node.deadline)
+        beats = Beats(store, self.plan.nnodes, self.state.deadline)
         t_run = last_stages = last_beats = time.monotonic()
         while True:
             now = time.monotonic()
             first = store.get(RESULT_KEY)
             if first is not None:
                 result = self.settled_result(first)
-                self.node.mark(Stage.RUN, t_run)
+                self.state.mark(Stage.RUN, t_run)
                 self.at = Stage.NCCL_LOGS
                 return self.finish(report, result, beats)
             errors = self.errors() if store.count(ERRORS_KEY) else {}  # a hint: the error keys are authenticated
             stuck = None
             if now - last_stages > STAGE_POLL_S:  # stages move once a second at most: so does "stuck"
                 self.update_stages(states)
-                stuck, last_stages = stuck_stage(states, now, self.node.args.collective_timeout), now
+                stuck, last_stages = stuck_stage(states, now, self.state.args.collective_timeout), now
             lost: list[int] = []
             if now - last_beats > LOST_CHECK_S:  # beats come once a second: reading them every tick costs 5x
                 lost, last_beats = beats.lost(), now
-            local_dead = self.node.dead_workers()
+            local_dead = self.ranks.dead_workers()
             if errors or lost or local_dead:
-                time.sleep(self.node.left(REPORT_WAIT_S))  # let the other ranks report
+                time.sleep(self.state.left(REPORT_WAIT_S))  # let the other ranks report
                 errors = self.errors()
                 self.update_stages(states)
                 return self.fail(report, states, errors, lost=lost or beats.settle(), local_dead=local_dead)
-            if stuck or now > self.node.deadline:
+            if stuck or now > self.state.deadline:
                 return self.fail(report, states, {}, lost=[], local_dead=[], timeout=stuck or TOTAL)
             time.sleep(WATCH_TICK_S)
 
@@ -238,12 +238,12 @@ class Head:
         before it exits, so a value that changed meanwhile had a second writer. With a secret a forgery
         fails its MAC before this; without one this still catches a value written before rank 0's own."""
         parsed(RESULT_KEY, first, RankResult.from_json)  # a malformed value is named at once
-        if self.node.procs:
-            _wait(self.node.procs[0], max(0.1, self.node.left(RANK_EXIT_WAIT_S)))
-            if self.node.procs[0].poll() not in (None, 0):
-                raise RejectedValueError(RESULT_KEY, f"rank 0 exited with code {self.node.procs[0].returncode} "
+        if self.ranks.procs:
+            _wait(self.ranks.procs[0], max(0.1, self.state.left(RANK_EXIT_WAIT_S)))
+            if self.ranks.procs[0].poll() not in (None, 0):
+                raise RejectedValueError(RESULT_KEY, f"rank 0 exited with code {self.ranks.procs[0].returncode} "
                                                      "after it appeared: not rank 0's result")
-        final = self.node.live.get(RESULT_KEY)
+        final = self.state.live.get(RESULT_KEY)
         if final != first:
             raise RejectedValueError(RESULT_KEY, "it changed after node 0 read it, while rank 0 writes it once: a "
                                                  "second writer (forged)")
@@ -252,16 +252,16 @@ class Head:
     def errors(self) -> dict[int, RankError]:
         """Every rank that reported a failure, by rank (one ``multi_get``)."""
         keys = [error_key(r) for r in range(self.plan.world_size)]
-        found = self.node.live.read_all(keys, lambda t: RankError.from_json(t) if t else None)
+        found = self.state.live.read_all(keys, lambda t: RankError.from_json(t) if t else None)
         return {r: e for r, e in enumerate(found) if e is not None}
 
     def update_stages(self, states: list[RankState]) -> None:
         """Every rank's stage: ours relayed first, then every node's ``stages/<i>`` in one ``multi_get`` (one
         round trip and one MAC per node, not two round trips per rank)."""
-        self.node.relay_stages()
+        self.ranks.relay_stages()
         keys = [stages_key(i) for i in range(self.plan.nnodes)]
         marks: list[StageMark] = []
-        for key, node in zip(keys, self.node.live.read_all(keys, NodeStages.from_json, self.stages_seen), strict=True):
+        for key, node in zip(keys, self.state.live.read_all(keys, NodeStages.from_json, self.stages_seen), strict=True):
             if len(node.marks) != self.plan.nproc:
                 raise RejectedValueError(key, f"{len(node.marks)} stage marks for {self.plan.nproc} ranks")
             marks.extend(node.marks)
@@ -272,16 +272,16 @@ class Head:
     def fail(self, report: Report, states: list[RankState], errors: dict[int, RankError], *, lost: list[int],
              local_dead: list[int], timeout: str | None = None) -> NodeVerdict:
         pic = rank_picture(self.plan, states, errors)
-        backend = self.node.backend()
+        backend = self.ranks.backend()
         if lost:
-            self.node.absent |= set(lost)
+            self.state.absent |= set(lost)
             report.add(lost_during_run(self.plan, lost, pic))
         elif timeout:
-            report.add(timed_out(self.plan, report, backend, pic, timeout=timeout, timeout_s=self.node.args.timeout))
+            report.add(timed_out(self.plan, report, backend, pic, timeout=timeout, timeout_s=self.state.args.timeout))
         else:
             report.add(rank_failed(self.plan, report, backend, pic, errors=errors, local_dead=local_dead))
         report.data["stage"] = pic.stage
-        used = self.node.used_backend()
+        used = self.ranks.used_backend()
         if used is not None:  # what the ranks ran, as a finished run's data says it (rank 0's result)
             report.data["backend"] = used
         report.data["ranks"] = [{"rank": r, "host": self.plan.host_of(r), "stage": st.stage}
@@ -298,32 +298,32 @@ class Head:
         report.tables.extend(result.tables)
         report.notes.extend(result.notes)
         report.data.update(result.data)
-        self.node.timings.update(result.timings_s)
-        self.node.measured_nothing = not result.measured
+        self.state.timings.update(result.timings_s)
+        self.state.measured_nothing = not result.measured
         t = time.monotonic()
-        self.node.live.set(LOGS_WANTED_KEY, "1")
+        self.state.live.set(LOGS_WANTED_KEY, "1")
         self.wait_for_ranks()
         logs, lost = self.collect_logs(beats)
         if lost:
-            self.node.absent |= lost
+            self.state.absent |= lost
             report.add(lost_after_run(self.plan, lost))
         report.extend(nccl_log_findings(logs))
         report.data["nccl_logs"] = [lg.as_dict() for lg in logs]
         table: Table | None = nccl_log_table(logs)
         if table:
             report.tables.append(table)
-        self.node.mark(Stage.NCCL_LOGS, t)
+        self.state.mark(Stage.NCCL_LOGS, t)
         return self.node.decide(report, Stage.NCCL_LOGS if lost else Stage.DONE)
 
     def wait_for_ranks(self) -> None:
-        for p in self.node.procs:
-            _wait(p, max(0.1, self.node.left(RANK_EXIT_WAIT_S)))
+        for p in self.ranks.procs:
+            _wait(p, max(0.1, self.state.left(RANK_EXIT_WAIT_S)))
 
     def collect_logs(self, beats: Beats) -> tuple[list[LogSummary], set[int]]:
         """Every node's NCCL log summary (ours first), and the nodes lost while waiting for theirs."""
-        store = self.node.live
-        logs = [self.node.nccl_logs()]
-        end = min(self.node.deadline, time.monotonic() + LOGS_WAIT_S)
+        store = self.state.live
+        logs = [self.ranks.nccl_logs()]
+        end = min(self.state.deadline, time.monotonic() + LOGS_WAIT_S)
         lost: set[int] = set()
         checked = 0.0
         for i in range(1, self.plan.nnodes):

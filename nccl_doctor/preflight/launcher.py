@@ -1,5 +1,6 @@
-"""One node's launcher: its state, its ranks, and what node 0 and followers both do (say, time, report
-alone, decide, clean up). Node 0's steps are in ``head.py``, a follower's in ``follower.py``."""
+"""One node's launcher: what node 0 and followers both do (say, report alone, decide, clean up) and its ranks
+(``Ranks``: start, relay their stages, stop). What the node knows is ``nodestate.NodeState``, which both
+act on; node 0's steps are in ``head.py``, a follower's in ``follower.py``."""
 
 from __future__ import annotations
 
@@ -14,23 +15,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from nccl_doctor.bench import Backend
-from nccl_doctor.cluster import (
-    child_env,
-    gloo_iface_to,
-    ignore_sigterm,
-    kill_groups,
-    overridden,
-    private_dir,
-    rank_env,
-    sigterm_as_interrupt,
-    visible_gpus,
-)
+from nccl_doctor.cluster.net import gloo_iface_to
+from nccl_doctor.cluster.procs import child_env, ignore_sigterm, kill_groups, private_dir, sigterm_as_interrupt
+from nccl_doctor.cluster.rankenv import overridden, rank_env
+from nccl_doctor.cluster.slurm import visible_gpus
+from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.codes import Code
-from nccl_doctor.preflight.auth import Seal, secret_from_env, without_secret
+from nccl_doctor.preflight.auth import without_secret
 from nccl_doctor.preflight.fsdp_smoke import DCP_PREFIX
 from nccl_doctor.preflight.heartbeat import Heartbeat
-from nccl_doctor.preflight.limits import FilesLimit
 from nccl_doctor.preflight.nccllogs import nccl_log_summary
+from nccl_doctor.preflight.nodestate import NodeState
 from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.probe import probe_this_node
@@ -46,13 +41,11 @@ from nccl_doctor.preflight.protocol import (
     LogSummary,
     NodePost,
     NodeStages,
-    Stage,
     VerdictMessage,
     recorded_backends,
     recorded_stage,
     stages_key,
 )
-from nccl_doctor.preflight.store import Store
 from nccl_doctor.preflight.verdict import NodeVerdict, alone, decide
 from nccl_doctor.report import Report, Severity
 
@@ -70,49 +63,14 @@ class Launcher:
     """One node's side of the run. Node 0 also decides; the others follow its verdict."""
 
     def __init__(self, args: PreflightOptions, plan: NodePlan, env: Mapping[str, str]):
-        self.args, self.plan, self.env = args, plan, dict(env)
-        self.t0 = time.monotonic()
-        self.deadline = self.t0 + float(args.timeout)
-        self.timings: dict[str, float] = {}
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.store: Store | None = None
-        self.log_dir: Path | None = None  # made in running(), where every exit path removes it
-        self.heartbeat: Heartbeat | None = None
-        self.absent: set[int] = set()  # nodes that never arrived or stopped heart-beating: no ack expected
-        self.measured_nothing = False  # the ranks ran but measured nothing: the verdict is "could not run"
-        self.seal = Seal(secret_from_env(env), plan.run_id)  # no secret: an unauthenticated store (a WARN)
-        self.files: FilesLimit | None = None  # RLIMIT_NOFILE as preflight raised it at start
-        self.relayed: NodeStages | None = None  # the ranks' stages as last written to ``stages/<node>``
+        self.state = NodeState.start(args, plan, env)
+        self.ranks = Ranks(self.state)
+        self.args = args  # fixed for the run, as in the state
 
-    # --- progress and time -----------------------------------------------------------------------
     def say(self, msg: str) -> None:
         """Progress on stderr (a job log shows it interleaved with the report on stdout)."""
-        print(f"{PREFIX} [{self.plan.host} {time.monotonic() - self.t0:5.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    def mark(self, stage: str, since: float) -> None:
-        self.timings[str(stage)] = round(time.monotonic() - since, 2)
-
-    def window(self) -> float:
-        """How long a rendezvous step may take now."""
-        return max(1.0, min(float(self.args.rendezvous_timeout), self.deadline - time.monotonic()))
-
-    def left(self, most: float) -> float:
-        """``most`` seconds, or what is left before the deadline when that is less."""
-        return min(most, max(0.0, self.deadline - time.monotonic()))
-
-    @property
-    def beat(self) -> Heartbeat:
-        """The heartbeat, once started."""
-        if self.heartbeat is None:
-            raise RuntimeError("preflight: no heartbeat")
-        return self.heartbeat
-
-    @property
-    def live(self) -> Store:
-        """The store, once connected (a step that needs it runs only then)."""
-        if self.store is None:
-            raise RuntimeError("preflight: no rendezvous store")
-        return self.store
+        state = self.state
+        print(f"{PREFIX} [{state.plan.host} {state.elapsed():5.1f}s] {msg}", file=sys.stderr, flush=True)
 
     # --- the whole run ---------------------------------------------------------------------------
     @contextmanager
@@ -121,76 +79,95 @@ class Launcher:
         the exit stops the ranks, which live in sessions of their own."""
         old = sigterm_as_interrupt()
         try:
-            self.log_dir = private_dir("nccl-logs")  # SIGKILLed runs' dirs: removed by the next run
+            self.state.log_dir = private_dir("nccl-logs")  # SIGKILLed runs' dirs: removed by the next run
             yield
         finally:
             if old is not None:  # a second SIGTERM must not cut the cleanup short
                 ignore_sigterm()
+            state = self.state
             try:
-                if self.heartbeat is not None:
-                    self.heartbeat.stop.set()
-                self.kill_workers()
-                if self.heartbeat is not None:
-                    self.heartbeat.close()
+                if state.heartbeat is not None:
+                    state.heartbeat.stop.set()
+                self.ranks.kill_workers()
+                if state.heartbeat is not None:
+                    state.heartbeat.close()
             finally:
-                if self.log_dir is not None:
-                    remove_checkpoint(self.log_dir / DCP_RECORD)
-                    shutil.rmtree(self.log_dir, ignore_errors=True)
+                if state.log_dir is not None:
+                    remove_checkpoint(state.log_dir / DCP_RECORD)
+                    shutil.rmtree(state.log_dir, ignore_errors=True)
                 if old is not None:
                     signal.signal(signal.SIGTERM, old)
 
     def probe(self) -> NodePost:
         t = time.monotonic()
         # the probe posts and reports NCCL_* settings, as they apply to this run's backend
-        mine = probe_this_node(self.plan, without_secret(self.env), self.backend())
-        self.mark(Stage.PROBE, t)
+        mine = probe_this_node(self.state.plan, without_secret(self.state.env), self.ranks.backend())
+        self.state.mark(Stage.PROBE, t)
         fatal = [f for f in mine.findings if f.severity is Severity.FAIL]
         if fatal:
             self.say("probe FAILED: " + "; ".join(f"{f.code} {f.message}" for f in fatal[:SHOWN_FATAL]))
         return mine
 
     def start_heartbeat(self) -> None:
-        self.heartbeat = Heartbeat(self.live, self.plan.node_rank, self.say, f"{self.plan.head}:{self.plan.port}")
-        self.heartbeat.start()
+        plan = self.state.plan
+        self.state.heartbeat = Heartbeat(self.state.live, plan.node_rank, self.say, f"{plan.head}:{plan.port}")
+        self.state.heartbeat.start()
 
     def alone(self, mine: NodePost, stage: str, why: str, *, fix: str | None = None, code: Code | None = None,
               host: str | None = None) -> NodeVerdict:
         """This node cannot reach the others: report what it knows itself, naming node 0 (or ``host``)."""
-        return alone(self.plan, mine, stage, why, self.timings, fix=fix, code=code, host=host)
+        return alone(self.state.plan, mine, stage, why, self.state.timings, fix=fix, code=code, host=host)
 
     def decide(self, report: Report, stage: str) -> NodeVerdict:
         """The verdict of this run (node 0, or one node alone)."""
-        self.timings[TOTAL] = round(time.monotonic() - self.t0, 2)
-        return decide(report, self.plan, stage, self.timings, measured_nothing=self.measured_nothing,
+        state = self.state
+        state.timings[TOTAL] = round(state.elapsed(), 2)
+        return decide(report, state.plan, stage, state.timings, measured_nothing=state.measured_nothing,
                       strict=self.args.output.strict)
 
     def publish(self, outcome: NodeVerdict) -> None:
         """Node 0: tell every node the verdict, and wait (briefly) until they have read it."""
-        if not self.plan.is_head or self.store is None:
+        store = self.state.store
+        if not self.state.plan.is_head or store is None:
             return
         try:
             msg = VerdictMessage(code=outcome.code, verdict=outcome.verdict, summary=outcome.summary)
-            self.store.set(VERDICT_KEY, msg.to_json())
+            store.set(VERDICT_KEY, msg.to_json())
             end = time.monotonic() + PUBLISH_WAIT_S
-            while time.monotonic() < end and self.store.count(ACKS_KEY) < self.alive_followers():
+            while time.monotonic() < end and store.count(ACKS_KEY) < self.state.alive_followers():
                 time.sleep(POLL_S)
         except Exception:
             pass
 
-    def alive_followers(self) -> int:
-        return self.plan.nnodes - 1 - len(self.absent - {0})
-
     def abandon(self, why: str) -> None:
         """Leave now, from a thread, while the main thread is stuck in a store call: ranks stopped, our
         temp dir removed, one line, exit 1."""
-        self.kill_workers()
-        if self.log_dir is not None:
-            shutil.rmtree(self.log_dir, ignore_errors=True)
-        print(f"{PREFIX} ({self.plan.host}): FAIL: stopped in stage run: {why}", flush=True)
+        self.ranks.kill_workers()
+        if self.state.log_dir is not None:
+            shutil.rmtree(self.state.log_dir, ignore_errors=True)
+        print(f"{PREFIX} ({self.state.plan.host}): FAIL: stopped in stage run: {why}", flush=True)
         sys.stderr.flush()
         os._exit(1)
 
-    # --- ranks -----------------------------------------------------------------------------------
+
+class Ranks:
+    """This node's ranks: their command line and environment, start, stages relayed to node 0, stop, and what
+    they recorded (the backend, NCCL's logs). Acts on the node's state; the processes are its own."""
+
+    def __init__(self, state: NodeState):
+        self.state = state
+        self.args, self.env = state.args, state.env  # fixed for the run (the plan is not: read it from state)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.relayed: NodeStages | None = None  # the ranks' stages as last written to ``stages/<node>``
+
+    @property
+    def plan(self) -> NodePlan:
+        return self.state.plan
+
+    @property
+    def log_dir(self) -> Path | None:
+        return self.state.log_dir
+
     def worker_argv(self) -> list[str]:
         return [sys.executable, "-m", "nccl_doctor", *self.args.argv()]
 
@@ -238,7 +215,7 @@ class Launcher:
         first = self.plan.node_rank * self.plan.nproc
         now = NodeStages(tuple(recorded_stage(self.log_dir / STAGE_RECORD, first + r) for r in range(self.plan.nproc)))
         if now != self.relayed:
-            self.live.set(stages_key(self.plan.node_rank), now.to_json())
+            self.state.live.set(stages_key(self.plan.node_rank), now.to_json())
             self.relayed = now
 
     def workers_done(self) -> bool:

@@ -17,7 +17,7 @@ GDR_TEXT: dict[object, str] = {True: "yes", False: "no"}  # anything else (unkno
 COMMUNICATOR_KEYS = ("id", "nranks", "nnodes", "intra_node", "inter_node")
 
 
-def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> LogSummary:
+def nccl_log_summary(log_dir: Path, backend: Backend, *, host: str) -> LogSummary:
     """Parse one node's captured NCCL_DEBUG=INFO logs, or say why there is nothing to parse."""
     files = sorted(log_dir.glob("*.log"))
     if not files:

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nccl_doctor.cluster import check_port, check_seconds
+from nccl_doctor.cluster.validate import check_port, check_seconds
 from nccl_doctor.errors import InputError
 from nccl_doctor.outputs import OutputOptions
 from nccl_doctor.plan import parse_params

@@ -12,14 +12,12 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from nccl_doctor.cluster import (
+from nccl_doctor.cluster.launchers import JobLayout, LayoutFlags, job_layout
+from nccl_doctor.cluster.net import free_port
+from nccl_doctor.cluster.slurm import (
     DEFAULT_PORT,
-    JobLayout,
-    LayoutFlags,
     SlurmInfo,
     default_nproc,
-    free_port,
-    job_layout,
     one_task_per_node,
     port_from_env,
     slurm_launch_config,

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nccl_doctor.enums import StrEnum
+from nccl_doctor.cluster.stages import Stage
+from nccl_doctor.codes import Code
 from nccl_doctor.files import atomic_write
 from nccl_doctor.preflight import checked as c
 from nccl_doctor.report import Finding, Severity, Table
@@ -118,23 +119,7 @@ def key_owner(key: str) -> tuple[int | None, int | None]:
 
 
 # --- stages ------------------------------------------------------------------------------------------
-class Stage(StrEnum):
-    """Where a run stopped (the report's ``stage``) and what a rank is doing; a rank's bench stages are
-    open-ended (``bench all_gather intra 64 MiB``) and travel as plain strings with ``BENCH_PREFIX``."""
-
-    PROBE = "probe"
-    RENDEZVOUS = "rendezvous"
-    CONSISTENCY = "consistency"
-    RUN = "run"
-    VERDICT = "verdict"
-    NCCL_LOGS = "nccl-logs"
-    NOT_STARTED = "not started"
-    INIT = "init"
-    FSDP_SMOKE = "fsdp-smoke"
-    DONE = "done"
-
-
-BENCH_PREFIX = "bench "  # a rank's bench stages, as the store shows them
+BENCH_PREFIX = "bench "  # a rank's bench stages, as the store shows them (stage names: ``cluster.stages.Stage``)
 TOTAL = "total"  # the whole run's deadline (and its timing), where a stage would be named
 
 
@@ -163,6 +148,21 @@ NOT_STARTED_MARK = StageMark(-1, Stage.NOT_STARTED)  # a rank that has written n
 def record_stage(prefix: str, rank: int, mark: StageMark) -> None:
     """A rank's stage, in its launcher's private directory (written whole: the launcher never reads half)."""
     atomic_write(Path(f"{prefix}.{rank}"), mark.encode())
+
+
+class StageMarks:
+    """A rank's ``StageSink`` under preflight: ``<seq>|<name>`` as the rank moves on, in a file its launcher
+    relays to node 0 with its other ranks' (``stages/<node>``: one value per node, not one store write per
+    rank); node 0 compares the numbers. ``current`` is the stage a failure is reported in."""
+
+    def __init__(self, rank: int, record_prefix: str | None):
+        self.rank, self.prefix, self.seq, self.current = rank, record_prefix, 0, str(Stage.INIT)
+
+    def record(self, stage: str) -> None:
+        self.seq += 1
+        self.current = stage
+        if self.prefix:
+            record_stage(self.prefix, self.rank, StageMark(self.seq, stage))
 
 
 def recorded_stage(prefix: Path, rank: int) -> StageMark:
@@ -272,7 +272,7 @@ class RankError:
     stage: str
     error: str
     fix: str = ""
-    code: str = ""
+    code: Code | None = None
 
     def first_line(self) -> str:
         return self.error.splitlines()[0] if self.error else "?"
@@ -285,7 +285,7 @@ class RankError:
     def from_json(cls, text: str | bytes) -> RankError:
         d = _load(text)
         return cls(stage=c.text(d, "stage", ""), error=c.text(d, "error", ""), fix=c.text(d, "fix", ""),
-                   code=c.text(d, "code", ""))
+                   code=c.optional_member(d, "code", Code))
 
 
 RESULT_OBJECTS = ("bench", "localisation", "fsdp_smoke")
@@ -324,7 +324,7 @@ class VerdictMessage:
     """``verdict``: node 0's decision, which every node exits with."""
 
     code: int
-    verdict: str
+    verdict: Severity
     summary: str
 
     def to_json(self) -> str:
@@ -333,7 +333,7 @@ class VerdictMessage:
     @classmethod
     def from_json(cls, text: str | bytes) -> VerdictMessage:
         d = _load(text)
-        return cls(code=c.integer(d, "code"), verdict=c.text(d, "verdict"), summary=c.text(d, "summary"))
+        return cls(code=c.integer(d, "code"), verdict=c.member(d, "verdict", Severity), summary=c.text(d, "summary"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,13 +8,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from nccl_doctor.bench import Backend
+from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.auth import SECRET_ENV, SECRET_FIX, RejectedValueError
 from nccl_doctor.preflight.groups import group_findings, rank_ranges
 from nccl_doctor.preflight.heartbeat import HEARTBEAT_LOST_S
 from nccl_doctor.preflight.limits import FilesLimit, files_needed, too_few
 from nccl_doctor.preflight.plan import NodePlan
-from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, Stage, key_owner
+from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, key_owner
 from nccl_doctor.report import Finding, Report, Severity, exit_code, finding, host_names, hosts_text, plural
 
 STAGE_FIX: dict[str, str] = {
@@ -54,7 +55,7 @@ class NodeVerdict:
     follower that has node 0's verdict: node 0 holds the report)."""
 
     code: int
-    verdict: str
+    verdict: Severity
     summary: str
     report: Report | None = None
 
@@ -303,7 +304,7 @@ def alone(plan: NodePlan, mine: NodePost, stage: str, why: str, timings: dict[st
     report.summary = f"stopped in stage {stage}: {why}"
     report.data = {"stage": stage, "nodes": [mine.host], "timings_s": timings,
                    "localisation": {"skipped": f"this node stopped in stage {stage}"}}
-    return NodeVerdict(code=1, verdict=Severity.FAIL.value, summary=report.summary, report=report)
+    return NodeVerdict(code=1, verdict=Severity.FAIL, summary=report.summary, report=report)
 
 
 # --- the decision -----------------------------------------------------------------------------------
@@ -318,7 +319,7 @@ def decide(report: Report, plan: NodePlan, stage: str, timings: dict[str, float]
     if measured_nothing:  # could not run: a gate must not pass on no measurement
         report.could_not_run = "nothing was measured"
     code = exit_code(report, strict=strict)
-    return NodeVerdict(code=code, verdict=report.verdict.value, summary=report.summary, report=report)
+    return NodeVerdict(code=code, verdict=report.verdict, summary=report.summary, report=report)
 
 
 def summary(report: Report, plan: NodePlan, stage: str, *, measured_nothing: bool) -> str:

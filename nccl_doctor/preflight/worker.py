@@ -28,7 +28,8 @@ from nccl_doctor.bench import (
     judge,
     measured_nothing,
 )
-from nccl_doctor.cluster import die_with_parent
+from nccl_doctor.cluster.procs import die_with_parent
+from nccl_doctor.cluster.stages import PrefixedSink, Stage
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight import store as stores
 from nccl_doctor.preflight.auth import Seal, secret_from_env
@@ -45,11 +46,9 @@ from nccl_doctor.preflight.protocol import (
     STAGE_RECORD_ENV,
     RankError,
     RankResult,
-    Stage,
-    StageMark,
+    StageMarks,
     error_key,
     record_backend,
-    record_stage,
 )
 from nccl_doctor.preflight.store import Store
 from nccl_doctor.report import Finding, Severity, finding, plural
@@ -66,35 +65,21 @@ SHARED_FS_FIX = "a shared checkpoint directory: --fsdp-smoke-dir on a shared fil
 SMOKE_DEBUG_FIX = "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL and NCCL_DEBUG=INFO on the named rank"
 
 
-class StageKeys:
-    """Records ``<seq>|<name>`` as the rank moves on, in a file its launcher relays to node 0 with its other
-    ranks' (``stages/<node>``: one value per node, not one store write per rank); node 0 compares the numbers."""
-
-    def __init__(self, rank: int, record: str | None):
-        self.rank, self.record, self.seq, self.current = rank, record, 0, str(Stage.INIT)
-
-    def __call__(self, name: str) -> None:
-        self.seq += 1
-        self.current = name
-        if self.record:
-            record_stage(self.record, self.rank, StageMark(self.seq, name))
-
-
 def run_worker(args: PreflightOptions, env: Mapping[str, str]) -> int:
     die_with_parent(env)  # never outlive the launcher (a SIGKILLed one cannot stop us)
     rank = int(env["RANK"])
     seal = Seal(secret_from_env(env), env.get(RUN_ENV, ""))  # what the launcher seals with, from its env
     store = stores.client(env["MASTER_ADDR"], int(env["MASTER_PORT"]), args.collective_timeout, seal)
-    stage = StageKeys(rank, env.get(STAGE_RECORD_ENV))
+    stage = StageMarks(rank, env.get(STAGE_RECORD_ENV))
     try:
-        stage(Stage.INIT)
+        stage.record(Stage.INIT)
         device = _init(args, env, store)
         if env.get(BACKEND_RECORD_ENV):
             record_backend(env[BACKEND_RECORD_ENV], rank, device)
         result = _work(args, env, stage, device)
         if rank == 0:
             store.set(RESULT_KEY, result.to_json())
-        stage(Stage.DONE)
+        stage.record(Stage.DONE)
         code = 0
     except Exception as exc:  # DistBackendError of a timed-out NCCL collective too (TORCH_NCCL_BLOCKING_WAIT=1)
         try:
@@ -133,21 +118,7 @@ def _say(msg: str) -> None:
     print(f"{PREFIX} [rank 0] {msg}", file=sys.stderr, flush=True)
 
 
-def _stages(stage: StageKeys, env: Mapping[str, str], prefix: str = "") -> Any:
-    """The bench's stage marks, mirrored into the launcher's store (``prefix`` + name)."""
-    import torch.distributed as dist
-
-    from nccl_doctor.bench import worker as bw
-
-    class Stages(bw.Stages):
-        def enter(self, name: str) -> None:
-            super().enter(name)
-            stage(f"{prefix}{name}")
-
-    return Stages(dist.get_rank(), socket.gethostname(), env)
-
-
-def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageKeys, device: str) -> RankResult:
+def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageMarks, device: str) -> RankResult:
     """Everything after init; rank 0's return value is the result (the others' is discarded)."""
     import torch.distributed as dist
 
@@ -166,13 +137,14 @@ def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageKeys, devi
                          iters=BENCH_ITERS, warmup=WARMUP, pairs=False, timeout_s=args.collective_timeout)
     if rank == 0:
         _say(f"bench: {', '.join(cfg.ops)} on {', '.join(groups)} at {len(cfg.sizes)} sizes")
-    bench = bw.run_bench(cfg, env=env, stages=_stages(stage, env, BENCH_PREFIX))
+    host = socket.gethostname()  # the bench's stages go to this rank's marks too, as node 0 shows them
+    bench = bw.run_bench(cfg, env=env, stages=bw.Stages(rank, host, env, sinks=(PrefixedSink(stage, BENCH_PREFIX),)))
     timings["bench"] = round(time.monotonic() - t, 2)
 
     t = time.monotonic()
     if bench.nnodes > 1:  # the same node-pair pass as `bench` (pairs.py), judged by the same rule
         pair_cfg = replace(cfg, pair_size=PAIR_SIZE[kind], iters=PAIR_ITERS, warmup=WARMUP)
-        bw.measure_nodes(bench, pair_cfg, _stages(stage, env), say=_say if rank == 0 else None)
+        bw.measure_nodes(bench, pair_cfg, bw.Stages(rank, host, env, sinks=(stage,)), say=_say if rank == 0 else None)
     timings["localise"] = round(time.monotonic() - t, 2)
     findings = judge(bench, short_sweep=True) + coverage(bench, asked=False)
     bench_report = build_report(bench, findings)
@@ -181,7 +153,7 @@ def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageKeys, devi
     smoke_data = None
     if args.fsdp_smoke:
         t = time.monotonic()
-        stage(Stage.FSDP_SMOKE)
+        stage.record(Stage.FSDP_SMOKE)
         f, smoke_data = _smoke(bench, device, env)
         findings += f
         timings["fsdp_smoke"] = round(time.monotonic() - t, 2)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 
 pytestmark = pytest.mark.torch
 # nccl-tests' busbw factors on 2 ranks: all-gather and reduce-scatter (n-1)/n, all-reduce 2(n-1)/n

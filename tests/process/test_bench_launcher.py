@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor import cluster
 from nccl_doctor.bench.view import stage_fix
+from nccl_doctor.cluster.stderr import StderrFilter
+from nccl_doctor.cluster.torchrun import LaunchConfig, self_launch
 
 
 def feed_all(filt, data):
@@ -25,9 +26,9 @@ def test_deadline_before_torchrun_started_says_so(tmp_path, monkeypatch):
     slow = tmp_path / "slow-python"
     slow.write_text("#!/bin/sh\nexec sleep 30\n")
     slow.chmod(0o755)
-    cfg = cluster.LaunchConfig(nproc_per_node=1, rdzv_endpoint="127.0.0.1:1", rdzv_id="x", deadline_s=1)
+    cfg = LaunchConfig(nproc_per_node=1, rdzv_endpoint="127.0.0.1:1", rdzv_id="x", deadline_s=1)
     t0 = time.monotonic()
-    out = cluster.self_launch(["bench"], cfg, python=str(slow), grace_s=2)
+    out = self_launch(["bench"], cfg, python=str(slow), grace_s=2)
     assert time.monotonic() - t0 < 10 and out.timed_out and out.phase == "starting"
     assert out.stuck_stage() == "start-up"
     text = out.describe()
@@ -49,14 +50,14 @@ frame #2: c10d::TCPStore::compareSet(std::string const&, std::vector<unsigned ch
 
 
 def test_c10d_noise_and_shutdown_race_dumps_are_kept_off_the_terminal():
-    f = cluster.StderrFilter()
+    f = StderrFilter()
     shown = feed_all(f, HOSTNAME_WARN + b"nccl-doctor bench: [1/2] all_gather world 1 MiB: busbw 0.4 GB/s\n"
                      + STORE_RACE + HOSTNAME_WARN + b"a later line\n")
     assert shown == "nccl-doctor bench: [1/2] all_gather world 1 MiB: busbw 0.4 GB/s\na later line\n"
     assert b"".join(f.deferred) == STORE_RACE  # shown only if the run failed
     # a rank's prefix, and other c10d warnings (not known harmless) still show
     other = b"[rank1]:[W1130 12:50:01.1 ProcessGroupGloo.cpp:1] [c10d] something new\n"
-    assert feed_all(cluster.StderrFilter(), other) == other.decode()
+    assert feed_all(StderrFilter(), other) == other.decode()
 
 
 
@@ -69,8 +70,8 @@ def test_store_race_dump_shows_only_when_the_run_failed(code, tmp_path, monkeypa
     dump = (HOSTNAME_WARN + STORE_RACE).decode().replace("'", "")
     fake.write_text(f"#!/bin/sh\nprintf '%s' '{dump}' >&2\nexit {code}\n")
     fake.chmod(0o755)
-    cfg = cluster.LaunchConfig(nproc_per_node=1, rdzv_endpoint="127.0.0.1:1", rdzv_id="x", deadline_s=30)
-    out = cluster.self_launch(["bench"], cfg, python=str(fake))
+    cfg = LaunchConfig(nproc_per_node=1, rdzv_endpoint="127.0.0.1:1", rdzv_id="x", deadline_s=30)
+    out = self_launch(["bench"], cfg, python=str(fake))
     err = capfd.readouterr().err
     assert "hostname of the client socket" not in err
     assert ("recvVector failed" in err) == (code != 0), err

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 
 pytestmark = pytest.mark.torch
 LOCAL = 2

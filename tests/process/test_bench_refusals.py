@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from nccl_doctor import cluster
+from nccl_doctor.cluster.net import check_rdzv_port, free_port, port_busy, rdzv_port_origin
+from nccl_doctor.cluster.torchrun import LaunchConfig
 from nccl_doctor.errors import InputError
 
 
@@ -76,16 +77,16 @@ def busy_port():
 
 
 def test_busy_port_is_found_before_torchrun_only_where_this_node_hosts_the_store(busy_port):
-    assert cluster.port_busy(busy_port) == "already in use" and cluster.port_busy(cluster.free_port()) is None
-    host = cluster.LaunchConfig(nnodes=2, nproc_per_node=1, rdzv_endpoint=f"n1:{busy_port}", rdzv_id="x", is_host=True)
+    assert port_busy(busy_port) == "already in use" and port_busy(free_port()) is None
+    host = LaunchConfig(nnodes=2, nproc_per_node=1, rdzv_endpoint=f"n1:{busy_port}", rdzv_id="x", is_host=True)
     with pytest.raises(InputError, match=rf"rendezvous port {busy_port} \(from --rdzv-endpoint\) is already in use on "
                                          rf".*, the rendezvous host: pick a free port, --rdzv-endpoint n1:OTHERPORT"):
-        cluster.check_rdzv_port(host, "--rdzv-endpoint")
-    joins = cluster.LaunchConfig(nnodes=2, nproc_per_node=1, rdzv_endpoint=f"n1:{busy_port}", rdzv_id="x", is_host=False)
-    cluster.check_rdzv_port(joins, "--rdzv-endpoint")  # another node's store: not ours to check
-    two_on_one_box = cluster.LaunchConfig(nnodes=2, nproc_per_node=1, rdzv_endpoint=f"127.0.0.1:{busy_port}", rdzv_id="x")
-    cluster.check_rdzv_port(two_on_one_box, "--rdzv-endpoint")  # torchrun decides: the second launcher joins the first
-    assert cluster.rdzv_port_origin(None, {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}, 2) == "29500 + job id % 1000"
+        check_rdzv_port(host, "--rdzv-endpoint")
+    joins = LaunchConfig(nnodes=2, nproc_per_node=1, rdzv_endpoint=f"n1:{busy_port}", rdzv_id="x", is_host=False)
+    check_rdzv_port(joins, "--rdzv-endpoint")  # another node's store: not ours to check
+    two_on_one_box = LaunchConfig(nnodes=2, nproc_per_node=1, rdzv_endpoint=f"127.0.0.1:{busy_port}", rdzv_id="x")
+    check_rdzv_port(two_on_one_box, "--rdzv-endpoint")  # torchrun decides: the second launcher joins the first
+    assert rdzv_port_origin(None, {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}, 2) == "29500 + job id % 1000"
 
 
 

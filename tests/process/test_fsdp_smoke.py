@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 
 pytestmark = pytest.mark.torch
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from tests.helpers.launch import launch_env
 
 pytestmark = pytest.mark.torch

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 
 pytestmark = pytest.mark.torch
 NODES = 5  # one rank each: every round leaves a node out

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from tests.helpers.preflight_cli import preflight_argv, without_launcher
 
 pytestmark = pytest.mark.torch

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from nccl_doctor.preflight.options import PreflightOptions
 from tests.helpers.preflight_cli import PY, failures, preflight_argv, slurm_env, without_launcher
 
@@ -155,7 +155,7 @@ def test_late_node_told_by_the_store_itself():
     plan = NodePlan(nnodes=2, node_rank=1, hosts=("n1", "n2"), head="127.0.0.1", port=port, nproc=2, slurm=True,
                     host="n2", run_id="1.0", step="0")
     launcher = Launcher(PreflightOptions(timeout=10, rendezvous_timeout=7), plan, {})
-    launcher.store = Store(dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=5)))
+    launcher.state.store = Store(dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=5)))
     mine = NodePost(host="n2", node=1)
     out = Follower(launcher).late(mine)
     assert out is not None and out.code == 1

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from nccl_doctor.preflight.protocol import GO_KEY, RESULT_KEY, RUN_KEY, VERDICT_KEY, node_key
 from tests.helpers.preflight_cli import PY, failures, preflight_argv, slurm_env, without_launcher
 from tests.helpers.store_forger import FORGED_PASS, FORGED_POST, FORGED_VERDICT, FORGER

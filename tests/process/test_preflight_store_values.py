@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from nccl_doctor.preflight.auth import RejectedValueError, Seal
 from nccl_doctor.preflight.options import PreflightOptions
 from nccl_doctor.preflight.protocol import ERRORS_KEY, VERDICT_KEY, NodePost, NodeStages, VerdictMessage, stages_key
@@ -58,7 +58,7 @@ def test_a_follower_never_leaves_with_a_forged_or_replayed_verdict():
                     host="n2", run_id="7.0", step="0")
     launcher = Launcher(PreflightOptions(timeout=10, rendezvous_timeout=7), plan,
                         {"NCCL_DOCTOR_SECRET": secret})
-    launcher.store = _client(port, launcher.seal)
+    launcher.state.store = _client(port, launcher.state.seal)
     mine = NodePost(host="n2", node=1)
     passed = VerdictMessage(code=0, verdict="pass", summary="FORGED fit").to_json()
 
@@ -74,7 +74,7 @@ def test_a_follower_never_leaves_with_a_forged_or_replayed_verdict():
     assert out.code == 1 and out.report is not None
     assert any(f.code == "ND411" and "does not verify" in f.message for f in out.report.findings)
 
-    _put(server, VERDICT_KEY, launcher.seal.seal(VERDICT_KEY, passed.encode()))  # node 0's own
+    _put(server, VERDICT_KEY, launcher.state.seal.seal(VERDICT_KEY, passed.encode()))  # node 0's own
     out = Follower(launcher).steps(mine)
     assert out.code == 0 and out.summary.startswith("FORGED fit")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[2]

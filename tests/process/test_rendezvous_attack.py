@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from tests.helpers.launch import launch_env
 from tests.helpers.netns import communicate_or_kill
 

@@ -6,7 +6,8 @@ import stat
 
 import pytest
 
-from nccl_doctor.cluster import RANK_SETTINGS, torchrun
+from nccl_doctor.cluster import torchrun
+from nccl_doctor.cluster.rankenv import RANK_SETTINGS
 
 pytestmark = pytest.mark.torch
 

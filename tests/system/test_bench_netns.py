@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from nccl_doctor import cluster
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from tests.helpers.netns import communicate_or_kill
 
 pytestmark = pytest.mark.netns
@@ -112,7 +111,7 @@ def test_uneven_nodes_warn_by_name_and_a_passing_run_prints_no_c10d_noise(cluste
     """A end to end, D's terminal: n1 runs 2 ranks, n2 1; the JSON names n2; neither node's stderr shows c10d's
     hostname warning (which every multi-node run printed twice per node)."""
     c = cluster_factory(2)
-    base = ["--nnodes", "2", "--rdzv-endpoint", f"n1:{cluster.free_port()}", "--ops", "all_gather", "--sizes", "1M",
+    base = ["--nnodes", "2", "--rdzv-endpoint", f"n1:{free_port()}", "--ops", "all_gather", "--sizes", "1M",
             "--iters", "5", "--pair-size", "1M", "--timeout", "90", "--format", "json"]
     procs = [c.popen(n, [sys.executable, "-m", "nccl_doctor", "bench", *base, "--nproc-per-node", k],
                      env={**venv_env, "TMPDIR": str(tmp_path)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from tests.helpers.netns import communicate_or_kill
 
 pytestmark = pytest.mark.netns

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from nccl_doctor.cluster import free_port
+from nccl_doctor.cluster.net import free_port
 from tests.helpers.netns import communicate_or_kill
 from tests.helpers.preflight_cli import preflight_argv
 

@@ -9,7 +9,7 @@ from nccl_doctor.bench.busbw import OPS
 from nccl_doctor.bench.model import GROUPS
 from nccl_doctor.bench.options import BenchOptions
 from nccl_doctor.cli import finish, parse_options
-from nccl_doctor.cluster import STAGE_DIR_ENV, StageFile, read_stages
+from nccl_doctor.cluster.stages import STAGE_DIR_ENV, StageFile, read_stages
 from nccl_doctor.outputs import OutputFormat, OutputOptions
 from nccl_doctor.report import Report
 from tests.helpers import sysfs_builder

@@ -3,6 +3,7 @@ expected, and CUDA that cannot start is a failure with CUDA's own error and the 
 
 import pytest
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.device import (
     ERROR_802,
     TEST_CUDA_ENV,
@@ -14,7 +15,6 @@ from nccl_doctor.bench.device import (
     expects_nccl,
     gpus_expected,
 )
-from nccl_doctor.bench.model import Backend
 
 EIGHT = GpusExpected(8, "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7")
 NONE = GpusExpected(0, "")

@@ -14,7 +14,7 @@ from nccl_doctor.bench.model import BenchResult, Group, Measurement, NodeInfo
 from nccl_doctor.bench.options import BenchOptions
 from nccl_doctor.bench.view import build_report
 from nccl_doctor.cli import finish, parse_options
-from nccl_doctor.cluster import STAGE_DIR_ENV, StageFile, read_stages
+from nccl_doctor.cluster.stages import STAGE_DIR_ENV, StageFile, read_stages
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
 from nccl_doctor.outputs import OutputOptions

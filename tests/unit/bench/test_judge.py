@@ -7,7 +7,7 @@ from nccl_doctor.bench.expected import Expected
 from nccl_doctor.bench.figures import group_expected, node_figures
 from nccl_doctor.bench.model import NodeInfo
 from nccl_doctor.bench.view import node_rows
-from nccl_doctor.cluster import SlurmInfo
+from nccl_doctor.cluster.slurm import SlurmInfo
 
 
 def codes(findings):

@@ -1,7 +1,8 @@
 """What bench's launch tells the user when torchrun itself fails (``cluster``'s launcher, as bench uses it):
 torchrun's own traceback kept off the terminal but its error in the report, and which phase it reached."""
 
-from nccl_doctor import cluster
+from nccl_doctor.cluster.stderr import StderrFilter
+from nccl_doctor.cluster.torchrun import LaunchConfig, LaunchOutcome, torchrun_phase
 
 TORCHRUN_BUSY = b"""Traceback (most recent call last):
   File "/v/lib/python3.11/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", line 156, in _create_tcp_store
@@ -37,12 +38,12 @@ def feed_all(filt, data):
 
 
 def test_torchrun_traceback_never_reaches_the_terminal_and_its_error_reaches_the_report():
-    f = cluster.StderrFilter()
+    f = StderrFilter()
     assert feed_all(f, TORCHRUN_BUSY + b"after\n") == "after\n"
     assert "EADDRINUSE" in f.errors[0] and "RendezvousConnectionError" in f.errors[1]
-    assert feed_all(cluster.StderrFilter(), WORKER_CRASH) == WORKER_CRASH.decode()
-    cfg = cluster.LaunchConfig(nnodes=2, nproc_per_node=1, rdzv_endpoint="n1:29623", rdzv_id="x", is_host=True)
-    out = cluster.LaunchOutcome(returncode=1, timed_out=False, elapsed_s=3, stages=(), host="n1", cfg=cfg,
+    assert feed_all(StderrFilter(), WORKER_CRASH) == WORKER_CRASH.decode()
+    cfg = LaunchConfig(nnodes=2, nproc_per_node=1, rdzv_endpoint="n1:29623", rdzv_id="x", is_host=True)
+    out = LaunchOutcome(returncode=1, timed_out=False, elapsed_s=3, stages=(), host="n1", cfg=cfg,
                           launcher_error=f.errors[0])
     text = out.describe()
     assert text.startswith("torchrun exited with code 1 before starting any worker on n1") and "EADDRINUSE" in text
@@ -51,10 +52,10 @@ def test_torchrun_traceback_never_reaches_the_terminal_and_its_error_reaches_the
 
 
 def test_torchrun_phase_from_its_log_dir(tmp_path):
-    assert cluster.torchrun_phase(tmp_path) == "starting"
+    assert torchrun_phase(tmp_path) == "starting"
     run = tmp_path / "torchelastic_abc" / "nccl-doctor_xyz"
     run.mkdir(parents=True)
-    assert cluster.torchrun_phase(tmp_path) == "rendezvous"
+    assert torchrun_phase(tmp_path) == "rendezvous"
     (run / "attempt_0").mkdir()
-    assert cluster.torchrun_phase(tmp_path) == "workers"
-    assert cluster.torchrun_phase(tmp_path / "gone") is None
+    assert torchrun_phase(tmp_path) == "workers"
+    assert torchrun_phase(tmp_path / "gone") is None

@@ -11,9 +11,10 @@ import time
 
 import pytest
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.figures import peer_median
 from nccl_doctor.bench.judge import judge
-from nccl_doctor.bench.model import Backend, BenchResult, NodeInfo, PairResult, RailResult
+from nccl_doctor.bench.model import BenchResult, NodeInfo, PairResult, RailResult
 from nccl_doctor.bench.pairs import MAX_ROUNDS, Localisation, first_round, next_round
 from nccl_doctor.bench.view import SLOW_ROWS, SLOWEST_OTHERS, build_report, shown
 from nccl_doctor.codes import Code

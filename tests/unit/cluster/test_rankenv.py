@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nccl_doctor.cluster import RANK_SETTINGS, overridden, rank_env
+from nccl_doctor.cluster.rankenv import RANK_SETTINGS, overridden, rank_env
 
 
 def test_ranks_connect_at_init_and_wait_blocking():

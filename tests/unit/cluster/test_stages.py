@@ -1,5 +1,6 @@
 """Stage files: written by each rank, read back by the launcher."""
 
+import json
 import threading
 import time
 
@@ -9,16 +10,15 @@ from nccl_doctor.cluster.stages import STAGE_DIR_ENV, StageFile, read_stages
 
 def test_stage_files_roundtrip(tmp_path):
     env = {stages.STAGE_DIR_ENV: str(tmp_path)}
-    stages.StageFile(0, "n1", env).set("done", code=1)
-    stages.StageFile(1, "n1", env).set("all_gather inter 1 MiB")
+    stages.StageFile(0, "n1", env).record("done", code=1)
+    stages.StageFile(1, "n1", env).record("all_gather inter 1 MiB")
     assert not stages.StageFile(0, "n1", {}).managed
     records = stages.read_stages(tmp_path)
     assert [(s.rank, s.stage, s.code) for s in records] == [(0, "done", 1), (1, "all_gather inter 1 MiB", None)]
 
 
 def test_shared_stage_names_are_the_strings_in_stage_files_and_json(tmp_path):
-    assert [s.value for s in stages.Stage] == ["init", "done", "failed", "start-up", "rendezvous", "shutdown"]
-    stages.StageFile(0, "n1", {stages.STAGE_DIR_ENV: str(tmp_path)}).set(stages.Stage.DONE, code=0)
+    stages.StageFile(0, "n1", {stages.STAGE_DIR_ENV: str(tmp_path)}).record(stages.Stage.DONE, code=0)
     assert '"stage": "done"' in (tmp_path / "rank0.json").read_text()
     (record,) = stages.read_stages(tmp_path)
     assert record.stage == stages.Stage.DONE and type(record.stage) is str
@@ -30,12 +30,12 @@ def test_a_failing_rank_waits_for_rank_0_to_record_its_code_then_leaves(tmp_path
     env = {STAGE_DIR_ENV: str(tmp_path)}
     rank0, rank1 = StageFile(0, "n1", env), StageFile(1, "n1", env)
     rank1.wait_for_rank0(5.0)  # no rank0.json here: rank 0 is elsewhere, nothing to wait for
-    rank0.set("init")
+    rank0.record("init")
     seen: list[int | None] = []
 
     def record_later() -> None:
         time.sleep(0.3)
-        rank0.set("failed", code=1)
+        rank0.record("failed", code=1)
 
     t = threading.Thread(target=record_later)
     t.start()
@@ -46,3 +46,21 @@ def test_a_failing_rank_waits_for_rank_0_to_record_its_code_then_leaves(tmp_path
     start = time.monotonic()
     StageFile(2, "n1", env).wait_for_rank0(0.2)  # recorded already: no wait
     assert time.monotonic() - start < 0.2
+
+
+def test_every_named_stage_keeps_its_value():
+    """Reports, stage files and preflight's store carry these strings: a rename would break readers."""
+    assert {s.name: s.value for s in stages.Stage} == {
+        "INIT": "init", "DONE": "done", "FAILED": "failed", "START_UP": "start-up", "RENDEZVOUS": "rendezvous",
+        "SHUTDOWN": "shutdown", "PROBE": "probe", "TOPOLOGY": "topology", "GROUPS": "groups",
+        "CONSISTENCY": "consistency", "RUN": "run", "VERDICT": "verdict", "NCCL_LOGS": "nccl-logs",
+        "NOT_STARTED": "not started", "FSDP_SMOKE": "fsdp-smoke"}
+
+
+def test_a_stage_file_is_a_sink_and_a_prefix_wraps_any_sink(tmp_path):
+    env = {STAGE_DIR_ENV: str(tmp_path)}
+    sinks: list[stages.StageSink] = [StageFile(4, "n2", env), stages.PrefixedSink(StageFile(5, "n2", env), "bench ")]
+    for sink in sinks:
+        sink.record(stages.Stage.TOPOLOGY)
+    assert [(r.rank, r.stage, r.code) for r in read_stages(tmp_path)] == [(4, "topology", None), (5, "bench topology", None)]
+    assert json.loads((tmp_path / "rank4.json").read_text()).keys() == {"rank", "host", "stage", "since", "code", "error"}

@@ -61,8 +61,8 @@ def test_one_node_rendezvous_port_is_master_port_when_set():
 
 def test_stage_files_describe_where_each_rank_was(tmp_path):
     env = {stages.STAGE_DIR_ENV: str(tmp_path)}
-    stages.StageFile(0, "n1", env).set("done", code=1)
-    stages.StageFile(1, "n1", env).set("all_gather inter 1 MiB")
+    stages.StageFile(0, "n1", env).record("done", code=1)
+    stages.StageFile(1, "n1", env).record("all_gather inter 1 MiB")
     records = stages.read_stages(tmp_path)
     cfg = torchrun.LaunchConfig(nnodes=2, nproc_per_node=3, rdzv_endpoint="n1:1", rdzv_id="x", deadline_s=9)
     out = torchrun.LaunchOutcome(returncode=-15, timed_out=True, elapsed_s=9, stages=tuple(records), host="n1", cfg=cfg)

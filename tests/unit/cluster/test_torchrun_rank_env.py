@@ -3,7 +3,8 @@ connects at init, PyTorch's blocking wait), the user's own values replaced with 
 
 import json
 
-from nccl_doctor.cluster import RANK_SETTINGS, torchrun
+from nccl_doctor.cluster import torchrun
+from nccl_doctor.cluster.rankenv import RANK_SETTINGS
 
 
 def cfg(**kw):

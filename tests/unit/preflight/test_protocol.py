@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from nccl_doctor.cluster.stages import PrefixedSink, Stage
+from nccl_doctor.codes import Code
 from nccl_doctor.preflight import protocol as p
 from nccl_doctor.report import Finding, Severity, Table, Where
 
@@ -32,8 +34,13 @@ def test_messages_keep_their_json_shape_and_round_trip():
     err = p.RankError(stage="bench all_gather world 1 MiB", error="RuntimeError: x\nmore")
     assert list(json.loads(err.to_json())) == ["stage", "error"] and p.RankError.from_json(err.to_json()) == err
     assert err.first_line() == "RuntimeError: x"
-    verdict = p.VerdictMessage(code=1, verdict="fail", summary="stopped")
+    verdict = p.VerdictMessage(code=1, verdict=Severity.FAIL, summary="stopped")
     assert p.VerdictMessage.from_json(verdict.to_json()) == verdict
+    assert verdict.to_json() == '{"code": 1, "verdict": "fail", "summary": "stopped"}'  # the wire bytes
+    assert type(p.VerdictMessage.from_json(verdict.to_json()).verdict) is Severity
+    cuda = p.RankError(stage="init", error="CudaUnusable: x", fix="f", code=Code.CUDA_UNUSABLE)
+    assert cuda.to_json() == '{"stage": "init", "error": "CudaUnusable: x", "fix": "f", "code": "ND313"}'
+    assert p.RankError.from_json(cuda.to_json()).code is Code.CUDA_UNUSABLE and err.code is None
     mark = p.StageMark(4, "bench all_gather world 1 MiB")
     assert mark.encode() == "4|bench all_gather world 1 MiB" and p.StageMark.decode(mark.encode()) == mark
 
@@ -62,5 +69,22 @@ def test_log_summaries_keep_each_variants_keys_in_the_report():
 
 
 def test_stages_are_their_strings():
-    assert p.Stage.NCCL_LOGS == "nccl-logs" and f"{p.Stage.NOT_STARTED}" == "not started"
-    assert json.dumps({"stage": p.Stage.RENDEZVOUS}) == '{"stage": "rendezvous"}'
+    assert Stage.NCCL_LOGS == "nccl-logs" and f"{Stage.NOT_STARTED}" == "not started"
+    assert json.dumps({"stage": Stage.RENDEZVOUS}) == '{"stage": "rendezvous"}'
+
+
+def test_a_ranks_marks_number_its_stages_and_bench_stages_carry_their_prefix(tmp_path):
+    prefix = tmp_path / p.STAGE_RECORD
+    marks = p.StageMarks(3, str(prefix))
+    assert marks.current == "init" and p.recorded_stage(prefix, 3) == p.NOT_STARTED_MARK
+    marks.record(Stage.INIT)
+    PrefixedSink(marks, p.BENCH_PREFIX).record("all_gather world 1 MiB")
+    assert p.recorded_stage(prefix, 3) == p.StageMark(2, "bench all_gather world 1 MiB")
+    assert marks.current == "bench all_gather world 1 MiB"
+    assert (tmp_path / f"{p.STAGE_RECORD}.3").read_text() == "2|bench all_gather world 1 MiB"  # the relayed bytes
+
+
+def test_marks_outside_a_launcher_record_nothing_but_still_know_the_stage(tmp_path):
+    marks = p.StageMarks(0, None)
+    marks.record(Stage.FSDP_SMOKE)
+    assert marks.current == "fsdp-smoke" and marks.seq == 1 and not list(tmp_path.iterdir())

@@ -23,18 +23,18 @@ CUDA_FIX = "run `nvidia-smi` on this node: ... nvidia-fabricmanager is not runni
 
 def _launcher(tmp_path, env=GPUS):
     launcher = Launcher(PreflightOptions(timeout=10, cpu=False), TWO_NODES, env)
-    launcher.log_dir = tmp_path
+    launcher.state.log_dir = tmp_path
     return launcher
 
 
 def test_the_backend_is_what_the_ranks_recorded_not_what_dev_nvidia_suggests(tmp_path):
     launcher = _launcher(tmp_path)
-    assert launcher.backend() == Backend.NCCL  # nothing recorded yet: the assumption
-    assert launcher.used_backend() is None
+    assert launcher.ranks.backend() == Backend.NCCL  # nothing recorded yet: the assumption
+    assert launcher.ranks.used_backend() is None
     for rank in (0, 1):
         record_backend(str(tmp_path / "backend"), rank, "cpu")
-    assert launcher.used_backend() == Backend.GLOO == launcher.backend()
-    assert launcher.nccl_logs().skipped == NCCL_NEVER_RAN
+    assert launcher.ranks.used_backend() == Backend.GLOO == launcher.ranks.backend()
+    assert launcher.ranks.nccl_logs().skipped == NCCL_NEVER_RAN
 
 
 def test_a_rank_that_cannot_use_cuda_is_named_with_cudas_error_and_fix(tmp_path):

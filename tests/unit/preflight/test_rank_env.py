@@ -14,7 +14,7 @@ ARGS = PreflightOptions(timeout=60, cpu=False, fsdp_smoke=False, fsdp_smoke_dir=
 
 
 def test_every_rank_connects_at_init_and_waits_blocking():
-    env = Launcher(ARGS, PLAN, {"PATH": "/bin"}).worker_env(1, "eth1")
+    env = Launcher(ARGS, PLAN, {"PATH": "/bin"}).ranks.worker_env(1, "eth1")
     assert env["NCCL_RUNTIME_CONNECT"] == "0"
     assert env["TORCH_NCCL_BLOCKING_WAIT"] == "1"
     assert (env["RANK"], env["LOCAL_RANK"], env["GLOO_SOCKET_IFNAME"], env["PATH"]) == ("3", "1", "eth1", "/bin")
@@ -23,8 +23,8 @@ def test_every_rank_connects_at_init_and_waits_blocking():
 def test_a_users_own_setting_is_replaced_for_our_ranks_and_said():
     user = {"NCCL_RUNTIME_CONNECT": "1", "TORCH_NCCL_BLOCKING_WAIT": "0"}
     launcher = Launcher(ARGS, PLAN, user)
-    env = launcher.worker_env(0, None)
+    env = launcher.ranks.worker_env(0, None)
     assert (env["NCCL_RUNTIME_CONNECT"], env["TORCH_NCCL_BLOCKING_WAIT"]) == ("0", "1")
-    notes = launcher.setting_notes()
+    notes = launcher.ranks.setting_notes()
     assert len(notes) == 2 and notes[0].startswith("NCCL_RUNTIME_CONNECT=1 replaced by 0")
-    assert Launcher(ARGS, PLAN, {"PATH": "/bin"}).setting_notes() == []
+    assert Launcher(ARGS, PLAN, {"PATH": "/bin"}).ranks.setting_notes() == []

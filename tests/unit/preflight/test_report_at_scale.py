@@ -8,8 +8,8 @@ from __future__ import annotations
 import hostlist
 import pytest
 
-from nccl_doctor.cluster import drain_on_fail
 from nccl_doctor.codes import Code
+from nccl_doctor.drain import drain_on_fail
 from nccl_doctor.node import compare
 from nccl_doctor.preflight.groups import group_findings, rank_ranges
 from nccl_doctor.preflight.plan import NodePlan
@@ -18,7 +18,7 @@ from nccl_doctor.render import EVIDENCE_SHOWN, render_json
 from nccl_doctor.report import Report, Severity, finding
 from tests.helpers import fleet
 from tests.helpers.fleet import FAULTY, GDR_OFF, LOST, MISSING, OLD, PORT_DOWN, SOCKET, STUCK
-from tests.unit.cluster.test_drain import FAKE_SCONTROL, calls
+from tests.unit.test_drain import FAKE_SCONTROL, calls
 
 pytestmark = pytest.mark.slow  # a 1,024-node report (the fast loop: -m 'not slow')
 

@@ -30,6 +30,8 @@ FINDING = {"code": "ND300", "severity": "pass", "message": "m"}
     (p.NodePost, {"host": "n", "node": 1, "facts": {}, "findings": [], "fatal": "no"}, "'fatal' must be true or false"),
     (p.VerdictMessage, {"code": True, "verdict": "pass", "summary": ""}, "'code' must be an integer"),
     (p.RankError, {"stage": 3}, "'stage' must be a string"),
+    (p.RankError, {"stage": "init", "error": "x", "code": "ND999"}, "'code' must be a Code value, not 'ND999'"),
+    (p.VerdictMessage, {"code": 0, "verdict": "great", "summary": ""}, "'verdict' must be a Severity value"),
     (p.Closed, {"missing": ["1"]}, "'missing' must be a list of integers"),
     (p.RunStamp, {"step": "0"}, "'run' must be a string"),
     (p.LogSummary, {"host": "n", "communicators": [1]}, "list of objects"),

@@ -20,11 +20,11 @@ def test_a_run_that_measured_nothing_cannot_pass():
     """Same rule as bench: the ranks ran but measured nothing -> ND001 WARN from the worker, exit 2."""
     plan = NodePlan(nnodes=1, node_rank=0, hosts=("vm",), head="127.0.0.1", port=1, nproc=1, slurm=False, host="vm")
     launcher = Launcher(PreflightOptions(timeout=10), plan, {})
-    assert launcher.log_dir is None  # made only when the run starts
-    launcher.measured_nothing = True
+    assert launcher.state.log_dir is None  # made only when the run starts
+    launcher.state.measured_nothing = True
     out = launcher.decide(Report(command="preflight"), "done")
     assert out.code == 2 and "nothing was measured" in out.summary
-    launcher.measured_nothing = False
+    launcher.state.measured_nothing = False
     out = launcher.decide(Report(command="preflight"), "done")
     assert out.code == 0 and out.summary.startswith("1 node x 1 rank: this node checks out")
 
@@ -105,6 +105,6 @@ def test_a_lost_node_is_named_with_the_ranks_behind():
     out = Head(launcher).fail(Report(command="preflight"), states, {}, lost=[1], local_dead=[])
     assert out.report is not None
     [f] = out.report.findings
-    assert f.code == "ND407" and f.where.host == "n2" and launcher.absent == {1}
+    assert f.code == "ND407" and f.where.host == "n2" and launcher.state.absent == {1}
     assert f.message.startswith("node n2 stopped responding during stage bench x (no heartbeat for 6 s")
     assert "ranks behind: ranks 2-3 (n2: groups)" in f.message

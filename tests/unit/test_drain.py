@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor.cli import main
-from nccl_doctor.cluster import drain_on_fail
-from nccl_doctor.cluster.drain import MAX_REASON_CHARS, clean_reason, drain_reason
 from nccl_doctor.codes import Code
+from nccl_doctor.drain import MAX_REASON_CHARS, clean_reason, drain_on_fail, drain_reason
 from nccl_doctor.report import Report, Severity, exit_code, finding
 
 FAKE_SCONTROL = """#!/bin/sh

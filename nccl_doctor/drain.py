@@ -9,6 +9,9 @@ every node of a multi-node job: a fault on all of them is the job's settings or 
 Each node gets one ``scontrol update NodeName=<node> State=DRAIN Reason="nccl-doctor NDxxx: <why>"``, the
 reason bounded and printable ASCII without quotes. What was done, or why not, becomes an ND002 finding
 (PASS drained, WARN not) and the JSON's ``drain`` list; the exit code stays the verdict's.
+
+An integration beside ``prom``: both turn a finished report into what the cluster's own tools read, and
+need only the report, not the launchers.
 """
 
 from __future__ import annotations
