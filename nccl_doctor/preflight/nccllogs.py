@@ -31,7 +31,7 @@ def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> LogSummary:
     comms = [{k: c.get(k) for k in COMMUNICATOR_KEYS} for c in rep.data.get("communicators", [])]
     return LogSummary(host=host, files=len(files), inter_node=rep.data.get("inter_node"),
                       intra_node=rep.data.get("intra_node"), communicators=comms,
-                      findings=[f.as_dict() for f in rep.findings])
+                      findings=list(rep.findings))
 
 
 def nccl_log_findings(logs: list[LogSummary]) -> list[Finding]:
@@ -45,7 +45,7 @@ def nccl_log_findings(logs: list[LogSummary]) -> list[Finding]:
     out = [finding(Code.CHECK_SKIPPED, Severity.PASS if why == NCCL_NEVER_RAN else Severity.WARN,
                    f"NCCL log check skipped: {why}", host=hosts_text(hosts[why]))
            for why in sorted(hosts)]
-    return out + group_findings((lg.host, Finding.from_dict(f)) for lg in logs for f in lg.findings)
+    return out + group_findings((lg.host, f) for lg in logs for f in lg.findings)
 
 
 def nccl_log_table(logs: list[LogSummary]) -> Table | None:
