@@ -18,6 +18,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from nccl_doctor import __version__
+from nccl_doctor.payload import envelope_clash
 from nccl_doctor.report import SCHEMA_VERSION, Finding, Report, Severity
 from nccl_doctor.text import printable, printable_data
 
@@ -105,7 +106,13 @@ def report_dict(report: Report) -> dict[str, Any]:
     }
     if report.could_not_run:
         doc["could_not_run"] = printable(report.could_not_run)
-    doc.update(printable_data(report.data))
+    body = {**report.data, **(report.payload.to_json() if report.payload is not None else {})}
+    clash = envelope_clash(body)
+    if clash:
+        raise ValueError(f"the {report.command} payload writes the report's own key {clash[0]!r}")
+    doc.update(printable_data(body))
+    if report.drain is not None:
+        doc["drain"] = printable_data(report.drain)
     doc["findings"] = [f.as_dict() for f in report.sorted_findings()]
     return doc
 

@@ -22,7 +22,7 @@ Wire format and report format differ by two keys: ``to_wire`` (what nodes send e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -31,6 +31,7 @@ import hostlist
 from nccl_doctor.codes import CODES, Code
 from nccl_doctor.codes.text import DEFAULT_VARIANT
 from nccl_doctor.enums import StrEnum
+from nccl_doctor.payload import Payload
 from nccl_doctor.text import printable, printable_or_none
 
 SCHEMA_VERSION = "1.0"
@@ -256,11 +257,14 @@ class Table:
 
 @dataclass(kw_only=True)
 class Report:
-    """What a command found. ``data`` holds the command's JSON keys (merged at the top level)."""
+    """What a command found. ``payload`` holds the command's JSON keys (``payload.py``: written at the top level,
+    after the envelope); ``drain`` what ``--drain-on-fail`` did, written after them."""
 
     command: str
     findings: list[Finding] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
+    payload: Payload | None = None
+    data: dict[str, Any] = field(default_factory=dict)  # the keys of a command not yet typed (issue 20)
+    drain: Sequence[Mapping[str, object]] | None = None  # ``--drain-on-fail``'s actions (``drain.py``); None: not asked
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     summary: str = ""

@@ -152,12 +152,12 @@ def _complaint(output: str) -> str:
 
 
 def drain_on_fail(report: Report, env: Mapping[str, str]) -> None:
-    """Drain the nodes a FAIL verdict names and add what happened to ``report`` (ND002, ``data["drain"]``).
+    """Drain the nodes a FAIL verdict names and add what happened to ``report`` (ND002, ``report.drain``).
     Nothing at all for a verdict that is not FAIL."""
     if report.verdict is not Severity.FAIL:
         return
     actions: list[DrainAction] = []
-    report.data["drain"] = actions_data(actions)
+    report.drain = actions_data(actions)
     why = why_not_slurm(report, env)
     if why:
         report.add(not_drained(why))
@@ -181,7 +181,7 @@ def drain_on_fail(report: Report, env: Mapping[str, str]) -> None:
         action = drain(node, drain_reason(fails), scontrol, env)
         actions.append(action)
         report.add(_action_finding(action))
-    report.data["drain"] = actions_data(actions)
+    report.drain = actions_data(actions)
 
 
 def _action_finding(action: DrainAction) -> Finding:

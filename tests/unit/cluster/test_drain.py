@@ -72,7 +72,7 @@ def test_only_the_failing_node_of_the_job_is_drained(slurm_env):
                                  "Reason=nccl-doctor ND302: n2 is the slow node: 0.01 GB/s ok"]]
     assert drain_findings(report) == [("pass", "n2", "drained n2 in Slurm: Reason=nccl-doctor ND302: n2 is the "
                                                      "slow node: 0.01 GB/s ok")]
-    assert report.data["drain"] == [{"node": "n2", "reason": "nccl-doctor ND302: n2 is the slow node: 0.01 GB/s ok",
+    assert report.drain == [{"node": "n2", "reason": "nccl-doctor ND302: n2 is the slow node: 0.01 GB/s ok",
                                      "drained": True, "why_not": ""}]
     assert exit_code(report) == 1
 
@@ -148,7 +148,7 @@ def test_scontrol_refusal_is_quoted(slurm_env):
     drain_on_fail(report, slurm_env)
     [(sev, host, message)] = drain_findings(report)
     assert (sev, host) == ("warn", "n1") and "Access/permission denied" in message
-    assert report.data["drain"][0]["drained"] is False and exit_code(report) == 1
+    assert report.drain[0]["drained"] is False and exit_code(report) == 1
 
 
 @pytest.mark.parametrize("report", [
