@@ -30,7 +30,7 @@ class Payload(Protocol):
 
 
 @runtime_checkable
-class NodeSubject(Protocol):
+class NodeSubject(Payload, Protocol):
     """A payload about one node (``probe``): its findings are about it unless they name another host."""
 
     @property
@@ -49,7 +49,7 @@ class NodeSubject(Protocol):
 
 
 @runtime_checkable
-class BenchFigures(Protocol):
+class BenchFigures(Payload, Protocol):
     """A payload holding a bandwidth measurement (``bench``, and ``preflight``'s bench)."""
 
     @property

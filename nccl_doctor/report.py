@@ -263,12 +263,18 @@ class Report:
     command: str
     findings: list[Finding] = field(default_factory=list)
     payload: Payload | None = None
-    data: dict[str, Any] = field(default_factory=dict)  # the keys of a command not yet typed (issue 20)
+    untyped: dict[str, Any] = field(default_factory=dict)  # transitional: keys of a command without a payload yet
     drain: Sequence[Mapping[str, object]] | None = None  # ``--drain-on-fail``'s actions (``drain.py``); None: not asked
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     summary: str = ""
     could_not_run: str = ""  # why the check could not run (nothing measured...): exit 2 whatever the findings
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The command's JSON keys, as the report writes them after its envelope (read-only: a copy; a command
+        sets ``payload``). The Python API's way to read what ``parse`` found, say."""
+        return {**self.untyped, **(self.payload.to_json() if self.payload is not None else {})}
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)

@@ -308,7 +308,7 @@ def cuda_report(exc: CudaUnusable, host: str, env: Mapping[str, str], notes: lis
                     summary=f"not run: CUDA cannot serve the ranks on {host} (ND313)")
     report.add(finding(Code.CUDA_UNUSABLE, Severity.FAIL, f"LOCAL_RANK {env.get('LOCAL_RANK', '0')}: {exc.reason}",
                        exc.fix, host=host, rank=rank))
-    report.data = {"stage": Stage.INIT, "backend": Backend.NCCL, "cuda_error": exc.cuda_error, "results": [],
+    report.untyped = {"stage": Stage.INIT, "backend": Backend.NCCL, "cuda_error": exc.cuda_error, "results": [],
                    "nodes": [], "localisation": {"skipped": "not run: CUDA cannot serve the ranks"},
                    "worker_log": env.get(LOG_ENV)}
     return report

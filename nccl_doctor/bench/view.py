@@ -65,7 +65,7 @@ def build_report(result: BenchResult, findings: Iterable[Finding], *, notes: Ite
         report.tables += _pair_tables(result, nodes, loc)
     report.notes += expected_notes(result, nodes)
     report.notes += [f"skipped group {s}" for s in result.skipped]
-    report.data = {
+    report.untyped = {
         "backend": result.backend, "device": result.device.split(":")[0], "world_size": result.world_size,
         "nnodes": result.nnodes, "local_world_size": result.local_world_size,
         "elapsed_s": round(result.elapsed_s, TIME_DIGITS), "results": result_rows(result),
@@ -274,7 +274,7 @@ def blocked_report(findings: list[Finding], backend: str) -> Report:
     """This node's probe found that the backend's interface settings cannot work: nothing launched."""
     report = Report(command=COMMAND, findings=findings)
     report.summary = f"not launched: this node's {backend.upper()} interface settings cannot work"
-    report.data = {"stage": BenchStage.PROBE, "backend": backend, "results": [], "nodes": [],
+    report.untyped = {"stage": BenchStage.PROBE, "backend": backend, "results": [], "nodes": [],
                    "localisation": _stopped("not launched: the probe failed")}
     return report
 
@@ -289,7 +289,7 @@ def launch_failed_report(outcome: LaunchOutcome, notes: Iterable[str]) -> Report
                        evidence=[f"rank {s.rank} on {s.host}: {s.stage}" for s in outcome.stages]))
     report.summary = f"{name} in stage {stage}"
     report.notes.extend(notes)
-    report.data = {"stage": stage, "timed_out": outcome.timed_out, "returncode": outcome.returncode,
+    report.untyped = {"stage": stage, "timed_out": outcome.timed_out, "returncode": outcome.returncode,
                    "elapsed_s": round(outcome.elapsed_s, TIME_DIGITS), "results": [], "nodes": [],
                    "localisation": _stopped(f"the run stopped in stage {stage}"), "worker_log": outcome.log_path}
     if outcome.log_path:
@@ -319,7 +319,7 @@ def failure_report(failure: BenchFailure, host: str, env: Mapping[str, str], not
         report.add(finding(Code.COLLECTIVE_FAILED, Severity.FAIL, msg,
                            stage_fix(failure.stage.split()[0] if failure.stage else ""),
                            evidence=evidence, host=host, rank=rank))
-    report.data = {"stage": failure.stage, "missing_ranks": failure.missing, "missing_hosts": failure.hosts,
+    report.untyped = {"stage": failure.stage, "missing_ranks": failure.missing, "missing_hosts": failure.hosts,
                    "results": [], "nodes": [], "worker_log": env.get(LOG_ENV),
                    "localisation": _stopped(f"the run stopped in stage {failure.stage}")}
     report.notes.extend(notes)

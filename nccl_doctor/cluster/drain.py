@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 import hostlist
 
 from nccl_doctor.codes import Code
+from nccl_doctor.payload import NodeSubject
 from nccl_doctor.report import Finding, Report, Severity, finding, host_names, hosts_text
 
 SCONTROL_TIMEOUT_S = 20.0  # per node; a HealthCheckProgram is killed after 60 s
@@ -83,9 +84,9 @@ def why_not_slurm(report: Report, env: Mapping[str, str]) -> str | None:
     """Why this report must drain nothing at all; None when it may."""
     if report.could_not_run:
         return "the check could not run, so it blames no node"
-    root = report.data.get("root")
-    if isinstance(root, str) and root != LIVE_ROOT:
-        return f"the report is of {root}, not of this live node"
+    node = report.payload if isinstance(report.payload, NodeSubject) else None
+    if node is not None and node.root != LIVE_ROOT:
+        return f"the report is of {node.root}, not of this live node"
     if not (env.get("SLURMD_NODENAME") or env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
         return "not run by Slurm (no SLURMD_NODENAME or SLURM_JOB_ID: a Prolog, health check or job step sets them)"
     return None
@@ -98,9 +99,10 @@ def failing_nodes(report: Report, env: Mapping[str, str]) -> tuple[dict[str, lis
     members = set(job_nodes(env))
     nodes: dict[str, list[Finding]] = {}
     refused: dict[str, list[str]] = {}  # why -> names refused for it
-    reported = report.data.get("host")  # probe's one node: its findings are all about it
+    # probe's one node: its findings are all about it
+    reported = report.payload.host if isinstance(report.payload, NodeSubject) else None
     for f in report.sorted_findings():
-        host = f.where.host or (reported if isinstance(reported, str) else None)
+        host = f.where.host or reported
         if f.severity is not Severity.FAIL or not host:
             continue
         for name in host_names(host):  # a name that does not expand is refused as no node of this job

@@ -124,11 +124,11 @@ def _findings(plan: Plan, inputs: PlanInputs) -> list[Finding]:
 def plan_report(plan: Plan, inputs: PlanInputs) -> Report:
     best = plan.recommended
     report = Report(command="plan", findings=_findings(plan, inputs), tables=[table(plan, inputs)])
-    report.data = {"inputs": inputs_dict(inputs), "candidates": [candidate_dict(c) for c in plan.candidates],
+    report.untyped = {"inputs": inputs_dict(inputs), "candidates": [candidate_dict(c) for c in plan.candidates],
                    "recommended": None if best is None else
                    {"shard_size": best.shard_size, "mesh": list(best.mesh), "comm_s": round(best.comm_s, 6)}}
     if best is None:
-        report.data["gpus_needed"] = plan.gpus_needed
+        report.untyped["gpus_needed"] = plan.gpus_needed
         report.summary = f"nothing fits; it would take {plan.gpus_needed} GPUs"
     else:
         report.summary = f"{mesh_text(best)}, {seconds(best.comm_s)} of communication per step"
@@ -142,5 +142,5 @@ def broken_report(why: str, inputs: dict[str, Any]) -> Report:
     report.add(finding(Code.FABRIC_TOO_SLOW_FOR_A_MESH, Severity.FAIL,
                        f"fix the network first: {why}; no mesh's communication time would mean anything",
                        "run `nccl-doctor preflight` on these nodes, fix what it finds, then plan again"))
-    report.data = {"inputs": inputs, "candidates": [], "recommended": None}
+    report.untyped = {"inputs": inputs, "candidates": [], "recommended": None}
     return report

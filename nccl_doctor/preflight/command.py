@@ -170,10 +170,10 @@ def run(args: argparse.Namespace) -> Outcome:
 
 def add_plan_line(report: Report, params: float) -> None:
     """``--plan-params``: what ``plan`` would recommend from this run's own figures, as a note and a JSON key."""
-    line = plan_line(params, {"command": report.command, "verdict": report.verdict.value, **report.data},
+    line = plan_line(params, {"command": report.command, "verdict": report.verdict.value, **report.untyped},
                      "this report")
     report.notes.append(line)
-    report.data["plan"] = line
+    report.untyped["plan"] = line
 
 
 def launch(launcher: Launcher) -> NodeVerdict:

@@ -8,6 +8,7 @@ from pathlib import Path
 from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
 from nccl_doctor.logs import diagnose, parse_paths
+from nccl_doctor.logs.view import ParsePayload
 from nccl_doctor.preflight.groups import group_findings, group_rows
 from nccl_doctor.preflight.protocol import LogSummary
 from nccl_doctor.report import Finding, Severity, Table, finding, hosts_text
@@ -28,9 +29,12 @@ def nccl_log_summary(log_dir: Path, backend: str, *, host: str) -> LogSummary:
         rep = diagnose(parse_paths(files))
     except Exception as exc:
         return LogSummary(host=host, skipped=f"log parser failed: {exc!r}", files=len(files))
-    comms = [{k: c.get(k) for k in COMMUNICATOR_KEYS} for c in rep.data.get("communicators", [])]
-    return LogSummary(host=host, files=len(files), inter_node=rep.data.get("inter_node"),
-                      intra_node=rep.data.get("intra_node"), communicators=comms,
+    parsed = rep.payload
+    if not isinstance(parsed, ParsePayload):  # diagnose always sets it: a parser that did not is a failure
+        return LogSummary(host=host, skipped="log parser failed: it returned no parse payload", files=len(files))
+    comms = [{k: c.get(k) for k in COMMUNICATOR_KEYS} for c in parsed.communicators]
+    return LogSummary(host=host, files=len(files), inter_node=parsed.inter_node,
+                      intra_node=parsed.intra_node, communicators=comms,
                       findings=list(rep.findings))
 
 

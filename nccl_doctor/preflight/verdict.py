@@ -301,7 +301,7 @@ def alone(plan: NodePlan, mine: NodePost, stage: str, why: str, timings: dict[st
                        f"stage {stage}: {why}", fix or STAGE_FIX.get(stage, DEFAULT_FIX),
                        host=host or (plan.head_host if plan.nnodes > 1 else plan.host)))
     report.summary = f"stopped in stage {stage}: {why}"
-    report.data = {"stage": stage, "nodes": [mine.host], "timings_s": timings,
+    report.untyped = {"stage": stage, "nodes": [mine.host], "timings_s": timings,
                    "localisation": {"skipped": f"this node stopped in stage {stage}"}}
     return NodeVerdict(code=1, verdict=Severity.FAIL.value, summary=report.summary, report=report)
 
@@ -310,9 +310,9 @@ def alone(plan: NodePlan, mine: NodePost, stage: str, why: str, timings: dict[st
 def decide(report: Report, plan: NodePlan, stage: str, timings: dict[str, float], *, measured_nothing: bool,
            strict: bool) -> NodeVerdict:
     """The report's last keys, its summary, and the exit code every node leaves with."""
-    report.data["timings_s"] = dict(timings)
-    report.data.setdefault("stage", stage)
-    report.data.setdefault("localisation", {"skipped": f"the run stopped in stage {stage}"})
+    report.untyped["timings_s"] = dict(timings)
+    report.untyped.setdefault("stage", stage)
+    report.untyped.setdefault("localisation", {"skipped": f"the run stopped in stage {stage}"})
     if not report.summary:
         report.summary = summary(report, plan, stage, measured_nothing=measured_nothing)
     if measured_nothing:  # could not run: a gate must not pass on no measurement

@@ -176,7 +176,7 @@ def _work(args: argparse.Namespace, env: Mapping[str, str], stage: StageKeys, de
     timings["localise"] = round(time.monotonic() - t, 2)
     findings = judge(bench, short_sweep=True) + coverage(bench, asked=False)
     bench_report = build_report(bench, findings)
-    localisation = bench_report.data.pop("localisation")  # {"skipped": why} when there was no pair pass
+    localisation = bench_report.untyped.pop("localisation")  # {"skipped": why} when there was no pair pass
 
     smoke_data = None
     if args.fsdp_smoke:
@@ -191,7 +191,7 @@ def _work(args: argparse.Namespace, env: Mapping[str, str], stage: StageKeys, de
         findings=findings, tables=list(bench_report.tables),
         notes=[f"bench: a short sweep ({sweep}, {cfg.iters} iterations); run `nccl-doctor bench` for the full one",
                *bench_report.notes],
-        data={"backend": bench.backend, "bench": bench_report.data, "localisation": localisation,
+        data={"backend": bench.backend, "bench": bench_report.untyped, "localisation": localisation,
               "fsdp_smoke": smoke_data},
         timings_s=timings, measured=not measured_nothing(bench))
 

@@ -149,20 +149,20 @@ def fleet_report(n: int) -> Report:
     plan = fleet_plan(n)
     posts = [node_post(h, i) for i, h in enumerate(plan.hosts) if h not in MISSING]
     report = Report(command="preflight")
-    report.data.update({"nnodes": n, "nproc_per_node": NPROC, "hosts": list(plan.hosts)})
+    report.untyped.update({"nnodes": n, "nproc_per_node": NPROC, "hosts": list(plan.hosts)})
     add_probe_findings(report, posts)
     diffs = compare([p.facts for p in posts])
     report.extend(diffs or [nodes_agree(n)])
-    report.data["node_facts"] = [p.facts for p in posts]
+    report.untyped["node_facts"] = [p.facts for p in posts]
     report.add(missing_nodes(plan, list(MISSING), 120.0))
     states = rank_states(plan)
     pic = rank_picture(plan, states, {})
     report.add(lost_during_run(plan, [plan.hosts.index(h) for h in LOST], pic))
     report.add(timed_out(plan, report, Backend.NCCL, pic, timeout=AHEAD, timeout_s=600.0))
-    report.data["ranks"] = [{"rank": r, "host": plan.host_of(r), "stage": st.stage} for r, st in enumerate(states)]
+    report.untyped["ranks"] = [{"rank": r, "host": plan.host_of(r), "stage": st.stage} for r, st in enumerate(states)]
     logs = [log_summary(h, n) for h in plan.hosts if h not in MISSING]
     report.extend(nccl_log_findings(logs))
-    report.data["nccl_logs"] = [lg.as_dict() for lg in logs]
+    report.untyped["nccl_logs"] = [lg.as_dict() for lg in logs]
     table = nccl_log_table(logs)
     if table:
         report.tables.append(table)

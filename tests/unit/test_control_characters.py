@@ -107,7 +107,7 @@ def test_a_peers_finding_and_table_are_cleaned_on_arrival():
     t = Table.from_dict({"title": f"T{OSC2}", "columns": ["c\x00"], "rows": [[f"v{C1_CSI}", 3]], "caption": "\x1b"})
     assert (t.title, t.columns, t.rows, t.caption) == ("T", ("c",), (("v", 3),), "")
     report = Report(command="preflight", findings=[f], tables=[t], notes=[f"note{OSC52}"],
-                    summary=f"sum{OSC2}", could_not_run="why\x00", data={f"k{DCS}": [f"v{C1_CSI}"]})
+                    summary=f"sum{OSC2}", could_not_run="why\x00", untyped={f"k{DCS}": [f"v{C1_CSI}"]})
     buf = io.StringIO()
     render_text(report, make_console(buf))
     for text in (buf.getvalue(), render_json(report), render_junit(report)):

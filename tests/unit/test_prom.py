@@ -88,7 +88,7 @@ def test_bench_shaped_data_gives_busbw_in_bytes_per_second():
     results = [{"op": "all_gather", "group": "world", "size_bytes": 1 << 20, "busbw_gbps": 0.5}]
     nodes = [{"host": "n2", "inter_node_busbw_gbps": 0.025}]
     for data in ({"results": results, "nodes": nodes}, {"bench": {"results": results, "nodes": nodes}}):
-        got = samples(prom_text(Report(command="preflight", data=data), host="n1"))
+        got = samples(prom_text(Report(command="preflight", untyped=data), host="n1"))
         assert one(got, "nccl_doctor_bench_busbw_bytes_per_second", host="n1", group="world", op="all_gather",
                    size_bytes=str(1 << 20)) == 0.5e9
         assert one(got, "nccl_doctor_bench_node_busbw_bytes_per_second", node="n2") == 0.025e9

@@ -17,7 +17,7 @@ def _report(*severities: Severity) -> Report:
         r.add(Finding(code="ND001", severity=sev, message=f"message {i} [bold]not markup[/bold]",
                       fix="export NCCL_SOCKET_IFNAME=ib0", where=Where(host=f"node{i}", iface="ib0")))
     r.tables.append(Table(title="Interfaces", columns=("name", "kind"), rows=(("ib0", "infiniband"),)))
-    r.data["interfaces"] = [{"name": "ib0"}]
+    r.untyped["interfaces"] = [{"name": "ib0"}]
     return r
 
 
