@@ -53,11 +53,8 @@ def prom_text(report: Report, *, host: str) -> str:
 
 def _bench_figures(report: Report) -> Mapping[str, Any]:
     """The bench document of a report that measured bandwidth (bench, preflight's bench step); else empty."""
-    if isinstance(report.payload, BenchFigures):
-        return report.payload.bench_figures or {}
-    data = report.untyped  # a command whose payload is not typed yet (issue 20)
-    bench = data.get("bench")
-    return bench if isinstance(bench, Mapping) else data
+    figures = report.payload.bench_figures if isinstance(report.payload, BenchFigures) else None
+    return figures or {}
 
 
 def _gauge(registry: CollectorRegistry, name: str, doc: str, labels: Iterable[str]) -> Any:

@@ -31,7 +31,7 @@ import hostlist
 from nccl_doctor.codes import CODES, Code
 from nccl_doctor.codes.text import DEFAULT_VARIANT
 from nccl_doctor.enums import StrEnum
-from nccl_doctor.payload import Payload
+from nccl_doctor.payload import JsonObject, Payload
 from nccl_doctor.text import printable, printable_or_none
 
 SCHEMA_VERSION = "1.0"
@@ -263,7 +263,6 @@ class Report:
     command: str
     findings: list[Finding] = field(default_factory=list)
     payload: Payload | None = None
-    untyped: dict[str, Any] = field(default_factory=dict)  # transitional: keys of a command without a payload yet
     drain: Sequence[Mapping[str, object]] | None = None  # ``--drain-on-fail``'s actions (``drain.py``); None: not asked
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -271,10 +270,10 @@ class Report:
     could_not_run: str = ""  # why the check could not run (nothing measured...): exit 2 whatever the findings
 
     @property
-    def data(self) -> dict[str, Any]:
-        """The command's JSON keys, as the report writes them after its envelope (read-only: a copy; a command
-        sets ``payload``). The Python API's way to read what ``parse`` found, say."""
-        return {**self.untyped, **(self.payload.to_json() if self.payload is not None else {})}
+    def data(self) -> JsonObject:
+        """The command's JSON keys, as the report writes them after its envelope (read-only; a command sets
+        ``payload``): the Python API's way to read what ``parse`` found, say."""
+        return self.payload.to_json() if self.payload is not None else {}
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)

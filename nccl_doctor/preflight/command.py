@@ -46,6 +46,7 @@ from nccl_doctor.preflight.follower import Follower
 from nccl_doctor.preflight.head import Head
 from nccl_doctor.preflight.launcher import PREFIX, WORKER_ENV, Launcher
 from nccl_doctor.preflight.limits import raise_open_files
+from nccl_doctor.preflight.payload import preflight_payload
 from nccl_doctor.preflight.plan import node_plan
 from nccl_doctor.preflight.protocol import NodePost, node_key
 from nccl_doctor.preflight.store import exit_now, store_call_abandoned
@@ -170,10 +171,10 @@ def run(args: argparse.Namespace) -> Outcome:
 
 def add_plan_line(report: Report, params: float) -> None:
     """``--plan-params``: what ``plan`` would recommend from this run's own figures, as a note and a JSON key."""
-    line = plan_line(params, {"command": report.command, "verdict": report.verdict.value, **report.untyped},
+    line = plan_line(params, {"command": report.command, "verdict": report.verdict.value, **report.data},
                      "this report")
     report.notes.append(line)
-    report.untyped["plan"] = line
+    preflight_payload(report).plan = line
 
 
 def launch(launcher: Launcher) -> NodeVerdict:

@@ -14,14 +14,17 @@ from nccl_doctor.report import Finding, Report, Severity
 
 
 @dataclass(frozen=True)
-class _Payload:
+class Doc:
+    """A payload that is its JSON, for tests of what reads a payload (render, prom)."""
+
     doc: JsonObject
+    bench_figures: JsonObject | None = None  # the BenchFigures facet
 
     def to_json(self) -> JsonObject:
         return self.doc
 
 
-def _failing(payload: _Payload | None = None) -> Report:
+def _failing(payload: Doc | None = None) -> Report:
     return Report(command="probe", payload=payload,
                   findings=[Finding(code="ND001", severity=Severity.FAIL, message="broken")])
 
@@ -29,11 +32,11 @@ def _failing(payload: _Payload | None = None) -> Report:
 @pytest.mark.parametrize("key", ENVELOPE)
 def test_a_payload_writing_an_envelope_key_is_refused(key):
     with pytest.raises(ValueError, match=f"own key '{key}'"):
-        report_dict(_failing(_Payload({"host": "n1", key: "pass"})))
+        report_dict(_failing(Doc({"host": "n1", key: "pass"})))
 
 
 def test_the_payload_follows_the_envelope_and_drain_follows_the_payload():
-    report = _failing(_Payload({"host": "n1", "exports": []}))
+    report = _failing(Doc({"host": "n1", "exports": []}))
     report.drain = [{"node": "n1", "drained": True}]
     doc = json.loads(render_json(report))
     assert list(doc) == ["schema_version", "tool", "tool_version", "command", "verdict", "summary", "host",
