@@ -1,4 +1,4 @@
-"""``bench``'s report: every shape of its JSON (``Report.data``) is built here, from the models.
+"""``bench``'s report: every shape of its JSON (``payload.py``) is built here, from the models.
 
 A measured run (``build_report``), a launch the probe blocked (``blocked_report``), a launch that failed or
 hit its deadline (``launch_failed_report``) and a rank whose stage failed (``failure_report``); plus the
