@@ -1,6 +1,6 @@
 """The one report model every command produces.
 
-A check yields ``Finding``s; a ``Report`` holds them with the command's own data (JSON-ready dicts)
+A check yields ``Finding``s; a ``Report`` holds them with the command's typed payload (``payload.py``)
 and the tables its text view shows. Renderers (``render.py``) only read a ``Report``; the exit code is
 a pure function of it.
 
