@@ -40,7 +40,7 @@ from pathlib import Path
 from nccl_doctor.cluster import check_port, check_seconds
 from nccl_doctor.errors import InputError
 from nccl_doctor.outcome import Outcome
-from nccl_doctor.plan import parse_params, plan_line
+from nccl_doctor.plan import parse_params, plan_line, run_failed
 from nccl_doctor.preflight.auth import secret_from_env
 from nccl_doctor.preflight.follower import Follower
 from nccl_doctor.preflight.head import Head
@@ -171,10 +171,11 @@ def run(args: argparse.Namespace) -> Outcome:
 
 def add_plan_line(report: Report, params: float) -> None:
     """``--plan-params``: what ``plan`` would recommend from this run's own figures, as a note and a JSON key."""
-    line = plan_line(params, {"command": report.command, "verdict": report.verdict.value, **report.data},
-                     "this report")
+    payload, origin = preflight_payload(report), "this report"
+    line = plan_line(params, payload.bench_figures, failed=run_failed(report.command, report.verdict.value, origin),
+                     origin=origin)
     report.notes.append(line)
-    preflight_payload(report).plan = line
+    payload.plan = line
 
 
 def launch(launcher: Launcher) -> NodeVerdict:
