@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 import hostlist
@@ -273,7 +274,7 @@ class Report:
     def data(self) -> JsonObject:
         """The command's JSON keys, as the report writes them after its envelope (read-only; a command sets
         ``payload``): the Python API's way to read what ``parse`` found, say."""
-        return self.payload.to_json() if self.payload is not None else {}
+        return MappingProxyType(dict(self.payload.to_json()) if self.payload is not None else {})  # writes fail loudly
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
