@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 import hostlist
 
 from nccl_doctor.codes import Code
+from nccl_doctor.payload import NodeSubject
 from nccl_doctor.report import Finding, Report, Severity, finding, host_names, hosts_text
 
 SCONTROL_TIMEOUT_S = 20.0  # per node; a HealthCheckProgram is killed after 60 s
@@ -86,9 +87,9 @@ def why_not_slurm(report: Report, env: Mapping[str, str]) -> str | None:
     """Why this report must drain nothing at all; None when it may."""
     if report.could_not_run:
         return "the check could not run, so it blames no node"
-    root = report.data.get("root")
-    if isinstance(root, str) and root != LIVE_ROOT:
-        return f"the report is of {root}, not of this live node"
+    node = report.payload if isinstance(report.payload, NodeSubject) else None
+    if node is not None and node.root != LIVE_ROOT:
+        return f"the report is of {node.root}, not of this live node"
     if not (env.get("SLURMD_NODENAME") or env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
         return "not run by Slurm (no SLURMD_NODENAME or SLURM_JOB_ID: a Prolog, health check or job step sets them)"
     return None
@@ -101,9 +102,10 @@ def failing_nodes(report: Report, env: Mapping[str, str]) -> tuple[dict[str, lis
     members = set(job_nodes(env))
     nodes: dict[str, list[Finding]] = {}
     refused: dict[str, list[str]] = {}  # why -> names refused for it
-    reported = report.data.get("host")  # probe's one node: its findings are all about it
+    # probe's one node: its findings are all about it
+    reported = report.payload.host if isinstance(report.payload, NodeSubject) else None
     for f in report.sorted_findings():
-        host = f.where.host or (reported if isinstance(reported, str) else None)
+        host = f.where.host or reported
         if f.severity is not Severity.FAIL or not host:
             continue
         for name in host_names(host):  # a name that does not expand is refused as no node of this job
@@ -155,12 +157,12 @@ def _complaint(output: str) -> str:
 
 
 def drain_on_fail(report: Report, env: Mapping[str, str]) -> None:
-    """Drain the nodes a FAIL verdict names and add what happened to ``report`` (ND002, ``data["drain"]``).
+    """Drain the nodes a FAIL verdict names and add what happened to ``report`` (ND002, ``report.drain``).
     Nothing at all for a verdict that is not FAIL."""
     if report.verdict is not Severity.FAIL:
         return
     actions: list[DrainAction] = []
-    report.data["drain"] = actions_data(actions)
+    report.drain = actions_data(actions)
     why = why_not_slurm(report, env)
     if why:
         report.add(not_drained(why))
@@ -184,7 +186,7 @@ def drain_on_fail(report: Report, env: Mapping[str, str]) -> None:
         action = drain(node, drain_reason(fails), scontrol, env)
         actions.append(action)
         report.add(_action_finding(action))
-    report.data["drain"] = actions_data(actions)
+    report.drain = actions_data(actions)
 
 
 def _action_finding(action: DrainAction) -> Finding:

@@ -1,7 +1,8 @@
 """A finished report as Prometheus metrics, in the node_exporter textfile collector's format (``--prom-out``).
 
-Everything is read from the report's findings and its plain JSON data (``Report.data``), never from the
-command packages' models, so the metrics say what the JSON says and this module stays in the core layer.
+Everything is read from the report's findings and its payload's facets (``payload.py``: the node a probe is
+about, a bench document), never from the command packages' models, so the metrics say what the JSON says
+and this module stays in the core layer.
 ``prometheus_client`` renders them (its own escaping of label values; a private registry, so nothing of
 this process leaks in); the CLI writes the text through ``files.write_file``: atomically, since the
 collector reads the directory at any moment, and never through a symlink planted at the path.
@@ -17,8 +18,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from nccl_doctor.payload import BenchFigures, NodeSubject
 from nccl_doctor.report import Report, Severity, host_names
-from nccl_doctor.text import printable_data
+from nccl_doctor.text import printable, printable_data
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -38,15 +40,21 @@ def prom_text(report: Report, *, host: str) -> str:
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry()
-    data = printable_data(report.data)
-    base = {"command": report.command, "host": str(data.get("host") or host)}
+    node = report.payload if isinstance(report.payload, NodeSubject) else None
+    base = {"command": report.command, "host": printable(node.host) if node and node.host else host}
     _verdict(registry, report, base)
     _findings(registry, report, base)
-    bench = data.get("bench") if isinstance(data.get("bench"), Mapping) else data
-    _bench(registry, bench, base)
-    _interfaces(registry, data.get("interfaces") or (), base)
-    _rdma_ports(registry, data.get("rdma_devices") or (), base)
+    _bench(registry, printable_data(_bench_figures(report)), base)
+    if node is not None:
+        _interfaces(registry, printable_data(node.interfaces), base)
+        _rdma_ports(registry, printable_data(node.rdma_devices), base)
     return generate_latest(registry).decode("utf-8")
+
+
+def _bench_figures(report: Report) -> Mapping[str, Any]:
+    """The bench document of a report that measured bandwidth (bench, preflight's bench step); else empty."""
+    figures = report.payload.bench_figures if isinstance(report.payload, BenchFigures) else None
+    return figures or {}
 
 
 def _gauge(registry: CollectorRegistry, name: str, doc: str, labels: Iterable[str]) -> Any:

@@ -1,7 +1,7 @@
 """Renderers: pure functions of a ``Report`` into rich text, versioned JSON and JUnit XML.
 
 Findings and tables are made printable as they are built (``report.py``); the report's own fields a
-command fills freely (summary, notes, ``could_not_run``, ``data``) are made printable here, by each
+command fills freely (summary, notes, ``could_not_run``, the payload's JSON) are made printable here, by each
 renderer alike, so no text from an input reaches an output with a control character (``text.py``).
 """
 
@@ -18,6 +18,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from nccl_doctor import __version__
+from nccl_doctor.payload import envelope_clash
 from nccl_doctor.report import SCHEMA_VERSION, Finding, Report, Severity
 from nccl_doctor.text import printable, printable_data
 
@@ -94,7 +95,9 @@ def _render_text(report: Report, console: Console) -> None:
 
 
 def report_dict(report: Report) -> dict[str, Any]:
-    """The JSON document; ``schema_version`` changes its major part on any breaking change."""
+    """The JSON document; ``schema_version`` changes its major part on any breaking change. The envelope first,
+    then the payload's keys (a payload writing an envelope key is a bug, refused: its ``"verdict": "pass"``
+    would contradict the findings), then ``--drain-on-fail``'s actions, then the findings."""
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": "nccl-doctor",
@@ -105,7 +108,13 @@ def report_dict(report: Report) -> dict[str, Any]:
     }
     if report.could_not_run:
         doc["could_not_run"] = printable(report.could_not_run)
-    doc.update(printable_data(report.data))
+    body = dict(report.data)
+    clash = envelope_clash(body)
+    if clash:
+        raise ValueError(f"the {report.command} payload writes the report's own key {clash[0]!r}")
+    doc.update(printable_data(body))
+    if report.drain is not None:
+        doc["drain"] = printable_data(report.drain)
     doc["findings"] = [f.as_dict() for f in report.sorted_findings()]
     return doc
 

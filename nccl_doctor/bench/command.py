@@ -26,6 +26,7 @@ from nccl_doctor.bench.model import (
     BenchFailure,
 )
 from nccl_doctor.bench.options import DEFAULT_GROUPS, DEFAULT_OPS, BenchOptions, parse_groups, parse_ops
+from nccl_doctor.bench.payload import BenchCudaUnusable
 from nccl_doctor.bench.view import ProgressPrinter, blocked_report, build_report, failure_report, launch_failed_report
 from nccl_doctor.cluster.net import check_rdzv_port, rdzv_port_origin
 from nccl_doctor.cluster.procs import die_with_parent
@@ -215,7 +216,7 @@ def cuda_report(exc: CudaUnusable, host: str, env: Mapping[str, str], notes: lis
                     summary=f"not run: CUDA cannot serve the ranks on {host} (ND313)")
     report.add(finding(Code.CUDA_UNUSABLE, Severity.FAIL, f"LOCAL_RANK {env.get('LOCAL_RANK', '0')}: {exc.reason}",
                        exc.fix, host=host, rank=rank))
-    report.data = {"stage": Stage.INIT, "backend": Backend.NCCL, "cuda_error": exc.cuda_error, "results": [],
-                   "nodes": [], "localisation": {"skipped": "not run: CUDA cannot serve the ranks"},
-                   "worker_log": env.get(LOG_ENV)}
+    report.payload = BenchCudaUnusable(stage=Stage.INIT, backend=Backend.NCCL, cuda_error=exc.cuda_error,
+                                       localisation={"skipped": "not run: CUDA cannot serve the ranks"},
+                                       worker_log=env.get(LOG_ENV))
     return report

@@ -1,4 +1,4 @@
-"""``bench``'s report: every shape of its JSON (``Report.data``) is built here, from the models.
+"""``bench``'s report: every shape of its JSON (``payload.py``) is built here, from the models.
 
 A measured run (``build_report``), a launch the probe blocked (``blocked_report``), a launch that failed or
 hit its deadline (``launch_failed_report``) and a rank whose stage failed (``failure_report``); plus the
@@ -22,6 +22,7 @@ from nccl_doctor.bench.model import (
     PairResult,
 )
 from nccl_doctor.bench.pairs import Localisation, pair_expected_gbps
+from nccl_doctor.bench.payload import BenchBlocked, BenchLaunchFailed, BenchPayload, BenchStageFailed
 from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.cluster.torchrun import LOG_ENV, LaunchOutcome
 from nccl_doctor.codes import Code
@@ -66,15 +67,15 @@ def build_report(result: BenchResult, findings: Iterable[Finding], *, notes: Ite
         report.tables += _pair_tables(result, nodes, loc)
     report.notes += expected_notes(result, nodes)
     report.notes += [f"skipped group {s}" for s in result.skipped]
-    report.data = {
-        "backend": result.backend, "device": result.device.split(":")[0], "world_size": result.world_size,
-        "nnodes": result.nnodes, "local_world_size": result.local_world_size,
-        "elapsed_s": round(result.elapsed_s, TIME_DIGITS), "results": result_rows(result),
-        "nodes": [n.as_dict() for n in nodes],
-        "pairs": pair_rows(result, loc) if loc else [],
-        "localisation": localisation_data(result, loc) if loc else {"skipped": localisation_skipped(result)},
-        "skipped_groups": list(result.skipped),
-    }
+    report.payload = BenchPayload(
+        backend=result.backend, device=result.device.split(":")[0], world_size=result.world_size,
+        nnodes=result.nnodes, local_world_size=result.local_world_size,
+        elapsed_s=round(result.elapsed_s, TIME_DIGITS), results=result_rows(result),
+        nodes=[n.as_dict() for n in nodes],
+        pairs=pair_rows(result, loc) if loc else [],
+        localisation=localisation_data(result, loc) if loc else {"skipped": localisation_skipped(result)},
+        skipped_groups=list(result.skipped),
+    )
     report.summary = _summary(result)
     return report
 
@@ -275,8 +276,8 @@ def blocked_report(findings: list[Finding], backend: Backend) -> Report:
     """This node's probe found that the backend's interface settings cannot work: nothing launched."""
     report = Report(command=COMMAND, findings=findings)
     report.summary = f"not launched: this node's {backend.upper()} interface settings cannot work"
-    report.data = {"stage": Stage.PROBE, "backend": backend, "results": [], "nodes": [],
-                   "localisation": _stopped("not launched: the probe failed")}
+    report.payload = BenchBlocked(stage=Stage.PROBE, backend=backend,
+                                  localisation=_stopped("not launched: the probe failed"))
     return report
 
 
@@ -290,9 +291,10 @@ def launch_failed_report(outcome: LaunchOutcome, notes: Iterable[str]) -> Report
                        evidence=[f"rank {s.rank} on {s.host}: {s.stage}" for s in outcome.stages]))
     report.summary = f"{name} in stage {stage}"
     report.notes.extend(notes)
-    report.data = {"stage": stage, "timed_out": outcome.timed_out, "returncode": outcome.returncode,
-                   "elapsed_s": round(outcome.elapsed_s, TIME_DIGITS), "results": [], "nodes": [],
-                   "localisation": _stopped(f"the run stopped in stage {stage}"), "worker_log": outcome.log_path}
+    report.payload = BenchLaunchFailed(stage=stage, timed_out=outcome.timed_out, returncode=outcome.returncode,
+                                       elapsed_s=round(outcome.elapsed_s, TIME_DIGITS),
+                                       localisation=_stopped(f"the run stopped in stage {stage}"),
+                                       worker_log=outcome.log_path)
     if outcome.log_path:
         report.notes.append(f"torchrun's and the workers' stderr on {outcome.host}: {outcome.log_path}")
     return report
@@ -320,9 +322,9 @@ def failure_report(failure: BenchFailure, host: str, env: Mapping[str, str], not
         report.add(finding(Code.COLLECTIVE_FAILED, Severity.FAIL, msg,
                            stage_fix(failure.stage.split()[0] if failure.stage else ""),
                            evidence=evidence, host=host, rank=rank))
-    report.data = {"stage": failure.stage, "missing_ranks": failure.missing, "missing_hosts": failure.hosts,
-                   "results": [], "nodes": [], "worker_log": env.get(LOG_ENV),
-                   "localisation": _stopped(f"the run stopped in stage {failure.stage}")}
+    report.payload = BenchStageFailed(stage=failure.stage, missing_ranks=failure.missing, missing_hosts=failure.hosts,
+                                      worker_log=env.get(LOG_ENV),
+                                      localisation=_stopped(f"the run stopped in stage {failure.stage}"))
     report.notes.extend(notes)
     if env.get(LOG_ENV):
         report.notes.append(f"torchrun's and the workers' stderr on {host}: {env[LOG_ENV]}")

@@ -24,6 +24,11 @@ class Code(StrEnum):
     """A finding code: ``Code.SOCKET_FALLBACK == "ND102"``; JSON shows the value."""
 
     @property
+    def text(self) -> CodeText:
+        """Everything the code says about itself, its message templates included."""
+        return _TEXTS[self.value]
+
+    @property
     def slug(self) -> str:
         return _TEXTS[self.value].slug
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nccl_doctor.codes.text import CodeText
+from nccl_doctor.codes.text import DEFAULT_VARIANT, CodeText
 
 TEXTS: dict[str, CodeText] = {
     "ND200": CodeText(
@@ -196,6 +196,14 @@ TEXTS: dict[str, CodeText] = {
             "`preflight` on one node passes it (saying so) and fails it on two or more nodes."
         ),
         "export GLOO_SOCKET_IFNAME=<inter-node interface> (the probe names the best one).",
+        messages={
+            # {why}: what the run makes of it (preflight says so, ``preflight/probe.py``); "" from the probe
+            DEFAULT_VARIANT: "Gloo will bind loopback ({rule}): multi-node Gloo groups fail with 'Connection "
+                             "refused, remote=[127.0.0.1]'{why}",
+            # the rule names this host: merged across nodes, it names their hostlist
+            "hostname": "Gloo will bind loopback (hostname {host!r} {resolved}): multi-node Gloo groups fail with "
+                        "'Connection refused, remote=[127.0.0.1]'{why}",
+        },
     ),
     "ND216": CodeText(
         "gloo-ifname-invalid",

@@ -4,6 +4,8 @@ the report's JSON data (``report_data``, the one function that builds it; keys a
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, TypedDict
 
 from nccl_doctor.logs.diagnosis.transports import (
@@ -19,6 +21,7 @@ from nccl_doctor.logs.diagnosis.where import all_ranks, ranges
 from nccl_doctor.logs.parse.commlines import UNIDENTIFIED
 from nccl_doctor.logs.parse.model import Comm, Group, ParseResult
 from nccl_doctor.logs.parse.patterns import RETCODES
+from nccl_doctor.payload import JsonObject
 from nccl_doctor.report import Report, Table, plural
 
 MAX_TABLE_ROWS = 40  # communicators shown one per row; more are grouped by what they have in common
@@ -27,6 +30,34 @@ MAX_HOSTS_LISTED = 50  # hosts listed per group (and per GDR state); ``host_coun
 MAX_HOSTS_PER_VALUE = 20  # hosts listed per distinct NIC/interface list
 MAX_VALUES_LISTED = 4096  # distinct NIC/interface lists listed (a 4,096-node job: one each); the rest share one entry
 MAX_SKIPPED_NAMED = 5  # skipped files a note names
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParsePayload:
+    """``parse``'s JSON keys, in their order (``docs/parse.md``); the sub-documents stay JSON objects."""
+
+    inter_node: JsonObject  # transport, gdr, evidence: what preflight reports per node
+    intra_node: JsonObject  # {"transports": [...]}
+    nccl_versions: Sequence[str]
+    hosts: Sequence[str]
+    processes: int
+    ranks: JsonObject
+    communicators: Sequence[CommSummary]
+    network: JsonObject
+    bootstrap_interfaces: Sequence[JsonObject]
+    bootstrap_net_devices: Sequence[JsonObject]
+    settings: JsonObject
+    warnings: Sequence[JsonObject]
+    errors: Sequence[JsonObject]
+    watchdog: Sequence[JsonObject]
+    error_return_codes: Mapping[str, int]
+    inputs: Sequence[Mapping[str, object]]  # each input file or stream and what was read of it
+    skipped_inputs: Sequence[str]
+    lines: int
+    nccl_lines: int
+
+    def to_json(self) -> JsonObject:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class InterNodeSummary(TypedDict):
@@ -61,7 +92,7 @@ def show(report: Report, r: ParseResult, inter: InterNode, intra: list[str]) -> 
     report.summary = summary_line(r, inter, intra, len(comms), len(ranks))
     if r.skipped:
         report.notes.append(skipped_note(r.skipped))
-    report.data = report_data(r, inter, intra, comms, ranks)
+    report.payload = report_data(r, inter, intra, comms, ranks)
 
 
 def summary_line(r: ParseResult, inter: InterNode, intra: list[str], n_comms: int, n_ranks: int) -> str:
@@ -86,17 +117,17 @@ def skipped_note(skipped: list[str]) -> str:
 
 
 def report_data(r: ParseResult, inter: InterNode, intra: list[str], comms: list[CommSummary],
-                ranks: set[int]) -> dict[str, Any]:
+                ranks: set[int]) -> ParsePayload:
     """The report's JSON keys (beside the common ones: verdict, summary, findings)."""
-    return {
-        "inter_node": {"transport": inter.transport, "gdr": inter.gdr, "evidence": inter.evidence},
-        "intra_node": {"transports": intra},
-        "nccl_versions": sorted(r.versions),
-        "hosts": sorted(r.hosts),
-        "processes": len(r.procs),
-        "ranks": {"count": len(ranks), "ranges": ranges(ranks)},
-        "communicators": comms,
-        "network": {
+    return ParsePayload(
+        inter_node={"transport": inter.transport, "gdr": inter.gdr, "evidence": inter.evidence},
+        intra_node={"transports": intra},
+        nccl_versions=sorted(r.versions),
+        hosts=sorted(r.hosts),
+        processes=len(r.procs),
+        ranks={"count": len(ranks), "ranges": ranges(ranks)},
+        communicators=comms,
+        network={
             "selected": dict(r.networks),
             "net_plugins": dict(r.net_plugins),
             "ib_devices": by_value(r.ib_devices),
@@ -107,18 +138,18 @@ def report_data(r: ParseResult, inter: InterNode, intra: list[str], comms: list[
             "gdr_hca": {k: sorted(v)[:MAX_HOSTS_LISTED] for k, v in r.gdr_hca.items()},
             "nvls_available": r.nvls_available,
         },
-        "bootstrap_interfaces": by_value(r.bootstrap_ifaces),
-        "bootstrap_net_devices": by_value({h: [d] for h, d in r.bootstrap_net.items()}),
-        "settings": {k: dict(v) for k, v in sorted(r.settings.items())},
-        "warnings": [group_dict(g) for g in sorted(r.warnings.values(), key=lambda g: -g.count)],
-        "errors": [group_dict(g) for g in r.errors.values()],
-        "watchdog": [group_dict(g) | {"op": k[0], "seq": k[1]} for k, g in r.watchdog.items()],
-        "error_return_codes": {RETCODES.get(c, str(c)): n for c, n in r.retcodes.items()},
-        "inputs": r.sources,
-        "skipped_inputs": r.skipped,
-        "lines": r.lines,
-        "nccl_lines": r.nccl_lines,
-    }
+        bootstrap_interfaces=by_value(r.bootstrap_ifaces),
+        bootstrap_net_devices=by_value({h: [d] for h, d in r.bootstrap_net.items()}),
+        settings={k: dict(v) for k, v in sorted(r.settings.items())},
+        warnings=[group_dict(g) for g in sorted(r.warnings.values(), key=lambda g: -g.count)],
+        errors=[group_dict(g) for g in r.errors.values()],
+        watchdog=[group_dict(g) | {"op": k[0], "seq": k[1]} for k, g in r.watchdog.items()],
+        error_return_codes={RETCODES.get(c, str(c)): n for c, n in r.retcodes.items()},
+        inputs=r.sources,
+        skipped_inputs=r.skipped,
+        lines=r.lines,
+        nccl_lines=r.nccl_lines,
+    )
 
 
 

@@ -9,7 +9,7 @@ from nccl_doctor.node.classify import link_mbps, speed_text
 from nccl_doctor.node.fixes import SHOWN_MAX, source_note
 from nccl_doctor.node.model import ENVIRONMENT, Interface, InterfaceKind, NodeProbe, Role
 from nccl_doctor.node.ncclenv import ANY_PORT, IB_RULE, match_if_list, overmatching_prefixes, parse_if_list, show
-from nccl_doctor.report import Finding, Severity, finding
+from nccl_doctor.report import Finding, Severity, finding, templated
 
 PASS, WARN, FAIL = Severity.PASS, Severity.WARN, Severity.FAIL
 
@@ -184,9 +184,18 @@ def check_gloo(node: NodeProbe) -> list[Finding]:
     if g.rule == "GLOO_SOCKET_IFNAME":
         return _gloo_ifname(node, fix)
     if g.ifaces and all(i in ("lo", node.facts.loopback) for i in g.ifaces):
-        return [finding(Code.GLOO_BINDS_LOOPBACK, WARN, f"Gloo will bind loopback ({g.rule}): multi-node Gloo groups "
-                        "fail with 'Connection refused, remote=[127.0.0.1]'", fix, host=node.host, iface=g.ifaces[0])]
+        return [_binds_loopback(node, fix)]
     return []
+
+
+def _binds_loopback(node: NodeProbe, fix: str) -> Finding:
+    """ND215 from its templates: the "hostname" variant when Gloo's rule names this host, so that nodes with
+    the same problem merge into one finding naming their hostlist."""
+    g, mine = node.gloo, f"hostname {node.host!r} "
+    if node.host and g.rule.startswith(mine):
+        return templated(Code.GLOO_BINDS_LOOPBACK, WARN, "hostname", fix=fix, host=node.host, iface=g.ifaces[0],
+                         resolved=g.rule.removeprefix(mine), why="")
+    return templated(Code.GLOO_BINDS_LOOPBACK, WARN, fix=fix, host=node.host, iface=g.ifaces[0], rule=g.rule, why="")
 
 
 def _gloo_ifname(node: NodeProbe, fix: str) -> list[Finding]:

@@ -1,4 +1,4 @@
-"""The probe's report: its JSON (``node_dict``, keys as documented), its tables and its summary line,
+"""The probe's report: its JSON (``probe_payload``, keys as documented), its tables and its summary line,
 all built from the ``NodeProbe`` model."""
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from nccl_doctor.node.classify import link_mbps, speed_text
 from nccl_doctor.node.exports import exports
 from nccl_doctor.node.model import Interface, InterfaceKind, NodeProbe, Role, Scope
 from nccl_doctor.node.ncclenv import show
+from nccl_doctor.node.payload import ProbePayload
+from nccl_doctor.payload import Json
 from nccl_doctor.report import Finding, Report, Table
 
 INTERFACE_COLUMNS = ("interface", "kind", "state", "speed", "MTU", "addresses", "RDMA dev:port state rate link",
@@ -44,20 +46,20 @@ def transport(node: NodeProbe) -> str:
     return data_path(node)[0]
 
 
-def node_dict(node: NodeProbe) -> dict[str, Any]:
-    """The probe's JSON keys (also what preflight collects per node)."""
+def probe_payload(node: NodeProbe) -> ProbePayload:
+    """The probe's JSON keys."""
     f = node.facts
-    return {
-        "host": f.host,
-        "root": node.root,
-        "interfaces": [_iface_dict(i, node) for i in f.interfaces],
-        "rdma_devices": [asdict(d) for d in f.rdma_devices],
-        "gpus": [asdict(g) for g in f.gpus],
-        "gdr": asdict(f.gdr),
-        "default_route": f.default_route_ifaces,
-        "default_route6": f.default_route6_ifaces,
-        "unattributed_addresses": f.unattributed_addresses,
-        "nccl": {
+    return ProbePayload(
+        host=f.host,
+        root=node.root,
+        interfaces=[_iface_dict(i, node) for i in f.interfaces],
+        rdma_devices=[asdict(d) for d in f.rdma_devices],
+        gpus=[asdict(g) for g in f.gpus],
+        gdr=asdict(f.gdr),
+        default_route=f.default_route_ifaces,
+        default_route6=f.default_route6_ifaces,
+        unattributed_addresses=f.unattributed_addresses,
+        nccl={
             "socket_ifaces": node.nccl_socket.ifaces,
             "bootstrap_iface": node.nccl_socket.bootstrap,
             "socket_rule": node.nccl_socket.rule,
@@ -66,12 +68,17 @@ def node_dict(node: NodeProbe) -> dict[str, Any]:
             "ib_disabled_by": node.nccl_ib.disabled_by,
             "transport": transport(node),
         },
-        "gloo_iface": node.gloo.ifaces[0] if node.gloo.ifaces else None,
-        "gloo": asdict(node.gloo),
-        "settings": {k: {"value": v.value, "source": v.source} for k, v in sorted(node.settings.values.items())},
-        "conf_files": node.settings.conf_files,
-        "exports": exports(node),
-    }
+        gloo_iface=node.gloo.ifaces[0] if node.gloo.ifaces else None,
+        gloo=asdict(node.gloo),
+        settings={k: {"value": v.value, "source": v.source} for k, v in sorted(node.settings.values.items())},
+        conf_files=node.settings.conf_files,
+        exports=exports(node),
+    )
+
+
+def node_dict(node: NodeProbe) -> dict[str, Json]:
+    """The probe's JSON keys as one object (``probe_payload``'s)."""
+    return dict(probe_payload(node).to_json())
 
 
 def _rdma_cell(i: Interface) -> str:
@@ -104,12 +111,12 @@ def gpu_table(node: NodeProbe) -> Table:
 def probe_report(node: NodeProbe, findings: list[Finding] | None = None) -> Report:
     """The probe's report; ``findings`` default to every check's on this node."""
     findings = check(node) if findings is None else findings
-    data = node_dict(node)
+    payload = probe_payload(node)
     tables = [interface_table(node)]
     if node.facts.gpus:
         tables.append(gpu_table(node))
-    notes = ["Recommended exports for this node:"] + [f"  {line}" for line in data["exports"]]
-    return Report(command="probe", findings=findings, data=data, tables=tables, notes=notes,
+    notes = ["Recommended exports for this node:"] + [f"  {line}" for line in payload.exports]
+    return Report(command="probe", findings=findings, payload=payload, tables=tables, notes=notes,
                   summary=_summary(node))
 
 

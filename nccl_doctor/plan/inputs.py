@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ def bench_sections(doc: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
             yield from bench_sections(value, depth + 1)
 
 
-def _count(section: dict[str, Any], key: str) -> int | None:
+def _count(section: Mapping[str, Any], key: str) -> int | None:
     value = section.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
@@ -90,10 +90,12 @@ def largest(results: list[Any], op: str, group: str, origin: str) -> Figure | No
 
 
 def _failure(doc: dict[str, Any], path: str) -> str | None:
+    return run_failed(doc.get("command", "run"), doc.get("verdict"), path)
+
+
+def run_failed(command: object, verdict: object, origin: str) -> str | None:
     """Why the figures cannot be trusted: the run that measured them failed (its verdict)."""
-    if doc.get("verdict") != "fail":
-        return None
-    return f"the {doc.get('command', 'run')} in {path} failed (verdict fail)"
+    return f"the {command} in {origin} failed (verdict fail)" if verdict == "fail" else None
 
 
 def measured(path: Path) -> Measured:
@@ -103,8 +105,14 @@ def measured(path: Path) -> Measured:
 
 def from_document(doc: dict[str, Any], origin: str) -> Measured:
     """``measured`` of a report already in memory (``origin`` names it in every figure's source)."""
-    failed = _failure(doc, origin)
-    section = next(bench_sections(doc), None)
+    return from_bench(next(bench_sections(doc), None), failed=_failure(doc, origin), origin=origin)
+
+
+def from_bench(section: Mapping[str, Any] | None, *, failed: str | None, origin: str) -> Measured:
+    """``measured`` of one bench document (bench's payload, or the one preflight holds): ``failed`` says why
+    the run's figures cannot be trusted (its verdict was fail); None for a run without one."""
+    if section is not None and not isinstance(section.get("results"), list):
+        section = None  # measured nothing
     if section is None and failed:  # a preflight that failed before it measured: the network comes first
         return Measured(nodes=None, gpus_per_node=None, bandwidths=Bandwidths(), failed=failed)
     if section is None:

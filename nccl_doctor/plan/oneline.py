@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from nccl_doctor.errors import InputError
 from nccl_doctor.plan.costs import broken_fabric, make_plan
-from nccl_doctor.plan.inputs import from_document
+from nccl_doctor.plan.inputs import from_bench
 from nccl_doctor.plan.model import Figure, PlanInputs
 from nccl_doctor.plan.view import count_text, mesh_text, seconds
 
@@ -14,12 +15,13 @@ DEFAULT_GPU_MEM_GB = 80.0
 DEFAULT_HEADROOM = 0.6
 
 
-def plan_line(params: float, doc: dict[str, Any], origin: str) -> str:
+def plan_line(params: float, bench: Mapping[str, Any] | None, *, failed: str | None, origin: str) -> str:
     """``plan (70B, 80 GB GPUs, headroom 0.6): use (4, 32) HSDP, 12.35 s of communication per step`` -- or why
-    it recommends nothing (the network first, nothing fits, a figure this run did not measure)."""
+    it recommends nothing (the network first, nothing fits, a figure this run did not measure). ``bench``: the
+    run's bench document (None: it measured nothing); ``failed``: why its figures cannot be trusted."""
     head = f"plan ({count_text(params)} parameters, {DEFAULT_GPU_MEM_GB:g} GB GPUs, headroom {DEFAULT_HEADROOM:g})"
     try:
-        found = from_document(doc, origin)
+        found = from_bench(bench, failed=failed, origin=origin)
         if found.failed:
             return f"{head}: fix the network first ({found.failed})"
         if found.nodes is None or found.gpus_per_node is None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from nccl_doctor.codes import Code
+from nccl_doctor.payload import Json, JsonObject
 from nccl_doctor.plan.costs import TIE
 from nccl_doctor.plan.model import TORCH_DTYPES, Candidate, Plan, PlanInputs
 from nccl_doctor.report import Finding, Report, Severity, Table, finding
@@ -121,14 +124,33 @@ def _findings(plan: Plan, inputs: PlanInputs) -> list[Finding]:
     return found
 
 
+@dataclass(frozen=True, kw_only=True)
+class PlanPayload:
+    """``plan``'s JSON keys, in their order (``docs/plan.md``): every input with its source, every candidate
+    mesh, the recommended one (None: nothing fits) and, then, how many GPUs it would take."""
+
+    inputs: JsonObject
+    candidates: Sequence[JsonObject]
+    recommended: JsonObject | None
+    gpus_needed: int | None = None  # written only when nothing fits
+    nothing_fits: bool = False
+
+    def to_json(self) -> JsonObject:
+        doc: dict[str, Json] = {"inputs": self.inputs, "candidates": self.candidates, "recommended": self.recommended}
+        if self.nothing_fits:
+            doc["gpus_needed"] = self.gpus_needed
+        return doc
+
+
 def plan_report(plan: Plan, inputs: PlanInputs) -> Report:
     best = plan.recommended
     report = Report(command="plan", findings=_findings(plan, inputs), tables=[table(plan, inputs)])
-    report.data = {"inputs": inputs_dict(inputs), "candidates": [candidate_dict(c) for c in plan.candidates],
-                   "recommended": None if best is None else
-                   {"shard_size": best.shard_size, "mesh": list(best.mesh), "comm_s": round(best.comm_s, 6)}}
+    report.payload = PlanPayload(
+        inputs=inputs_dict(inputs), candidates=[candidate_dict(c) for c in plan.candidates],
+        recommended=None if best is None else
+        {"shard_size": best.shard_size, "mesh": list(best.mesh), "comm_s": round(best.comm_s, 6)},
+        gpus_needed=plan.gpus_needed, nothing_fits=best is None)
     if best is None:
-        report.data["gpus_needed"] = plan.gpus_needed
         report.summary = f"nothing fits; it would take {plan.gpus_needed} GPUs"
     else:
         report.summary = f"{mesh_text(best)}, {seconds(best.comm_s)} of communication per step"
@@ -142,5 +164,5 @@ def broken_report(why: str, inputs: dict[str, Any]) -> Report:
     report.add(finding(Code.FABRIC_TOO_SLOW_FOR_A_MESH, Severity.FAIL,
                        f"fix the network first: {why}; no mesh's communication time would mean anything",
                        "run `nccl-doctor preflight` on these nodes, fix what it finds, then plan again"))
-    report.data = {"inputs": inputs, "candidates": [], "recommended": None}
+    report.payload = PlanPayload(inputs=inputs, candidates=[], recommended=None)
     return report

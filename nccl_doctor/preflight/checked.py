@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from nccl_doctor.enums import StrEnum
-from nccl_doctor.report import Finding, Severity, Table, Where
+from nccl_doctor.report import WHERE_FIELDS, Finding, Severity, Table, Where
 
 WHERE_INTS = ("rank", "line")
 SEVERITIES = {s.value for s in Severity}
@@ -142,15 +142,17 @@ def finding_dict(d: object) -> dict[str, Any]:
     for name in Where.__dataclass_fields__:
         _ = optional_integer(where, name) if name in WHERE_INTS else optional_text(where, name)
     texts(d, "evidence", optional=True)
+    optional_text(d, "template")
+    params = obj(d, "params", optional=True)
+    for key, value in params.items():
+        scalar = value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
+        if key in WHERE_FIELDS or not scalar:
+            raise ValueError(f"finding parameter {key[:40]!r} must be a string, a number or null, and no Where field")
     return d
 
 
-def findings(d: Mapping[str, Any], name: str) -> list[Finding]:
-    return [Finding.from_dict(finding_dict(f)) for f in array(d, name)]
-
-
-def finding_dicts(d: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
-    return [finding_dict(f) for f in array(d, name, optional=True)]
+def findings(d: Mapping[str, Any], name: str, *, optional: bool = False) -> list[Finding]:
+    return [Finding.from_dict(finding_dict(f)) for f in array(d, name, optional=optional)]
 
 
 def tables(d: Mapping[str, Any], name: str) -> list[Table]:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nccl_doctor.outcome import Outcome
-from nccl_doctor.plan import parse_params, plan_line
+from nccl_doctor.plan import parse_params, plan_line, run_failed
 from nccl_doctor.preflight.auth import secret_from_env
 from nccl_doctor.preflight.follower import Follower
 from nccl_doctor.preflight.head import Head
@@ -50,6 +50,7 @@ from nccl_doctor.preflight.options import (
     DEFAULT_TIMEOUT_S,
     PreflightOptions,
 )
+from nccl_doctor.preflight.payload import preflight_payload
 from nccl_doctor.preflight.plan import node_plan
 from nccl_doctor.preflight.protocol import NodePost, node_key
 from nccl_doctor.preflight.store import exit_now, store_call_abandoned
@@ -143,10 +144,11 @@ def run(options: PreflightOptions) -> Outcome:
 
 def add_plan_line(report: Report, params: float) -> None:
     """``--plan-params``: what ``plan`` would recommend from this run's own figures, as a note and a JSON key."""
-    line = plan_line(params, {"command": report.command, "verdict": report.verdict.value, **report.data},
-                     "this report")
+    payload, origin = preflight_payload(report), "this report"
+    line = plan_line(params, payload.bench_figures, failed=run_failed(report.command, report.verdict.value, origin),
+                     origin=origin)
     report.notes.append(line)
-    report.data["plan"] = line
+    payload.plan = line
 
 
 def launch(launcher: Launcher) -> NodeVerdict:

@@ -1,86 +1,91 @@
 """One line per distinct problem, however many nodes have it: node 0 merges the findings and table rows that
 differ only by the node they came from, naming the nodes as one compact hostlist (``gpu[001-064,070]``),
-and writes rank lists as ranges. On 1,024 nodes the same WARN on 300 of them is one finding, not 300."""
+and writes rank lists as ranges. On 1,024 nodes the same WARN on 300 of them is one finding, not 300.
+
+Findings are the same problem when their code, severity, template and parameters agree, and where they are
+but for the node (its host, and its rank, log file and line unless the template names them): the merged
+finding renders its template again with the nodes' hostlist as its host. A finding of free text (no template)
+merges only with the same message and fix, word for word; the English is never edited (but for the NCCL log
+findings, until they are templates too: ``hostnames.py``).
+"""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable
 from typing import TypeVar
 
+from nccl_doctor.preflight.hostnames import HOST_MARK, LOG_CODES, without_host
 from nccl_doctor.report import Finding, Where, hosts_text
 
 T = TypeVar("T")
-HOST_MARK = "\x00"  # stands for the node's own name in a grouping key (printable text never holds it)
-_EDGE_BEFORE = r"(?<![A-Za-z0-9_.-])"  # a host name stands alone: gpu1 is not inside gpu10 or x.gpu1
-_EDGE_AFTER = r"(?![A-Za-z0-9_-])"  # but gpu1.cluster (its FQDN) and gpu1/mlx5_0 still name gpu1
+PER_NODE = ("rank", "file", "line")  # where a finding is on its node: no part of the problem, unless its text says it
 
 
-def without_host(text: str | None, names: Sequence[str]) -> str | None:
-    """``text`` with every mention of the node's own ``names`` replaced by ``HOST_MARK``."""
-    if not text or not names:
-        return text
-    pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.sub(f"{_EDGE_BEFORE}(?:{pattern}){_EDGE_AFTER}", HOST_MARK, text)
+def _key(node: str, f: Finding) -> Hashable:
+    """What makes two nodes' findings the same problem (``node``: the node that sent ``f``)."""
+    w = f.where
+    place = (str(f.code), f.severity.value, w.comm, w.iface, w.device)
+    if f.template is not None:
+        names = f.template_names()
+        return (*place, f.template, f.params, tuple(getattr(w, n) if n in names else None for n in PER_NODE))
+    if _log_text(f):
+        own = _own_names(node, f)
+        return (*place, None, without_host(f.message, own), without_host(f.fix, own))
+    return (*place, None, f.message, f.fix)
 
 
-@dataclass(frozen=True)
-class _Key:
-    """What makes two nodes' findings the same problem: all but the node's name and its per-node details
-    (its rank numbers, its log file and line, its evidence)."""
+def _log_text(f: Finding) -> bool:
+    return f.template is None and str(f.code).startswith(LOG_CODES)
 
-    code: str
-    severity: str
-    message: str
-    fix: str | None
-    comm: str | None
-    iface: str | None
-    device: str | None
+
+def _own_names(node: str, f: Finding) -> list[str]:
+    """The names a node's finding may call it by: its own host, and the node's."""
+    return [n for n in {f.where.host or node, node} if n]
 
 
 def group_findings(items: Iterable[tuple[str, Finding]]) -> list[Finding]:
     """``(node, finding)`` pairs, merged into one finding per distinct problem, in first-seen order. A
     problem on one node is its finding as it was (``where.host`` the node's when it named none); on
-    several, one finding whose ``where.host`` is their hostlist, the node's own name in the message and
-    fix replaced by that hostlist, and the first node's evidence as the example."""
-    groups: dict[_Key, list[tuple[str, Finding]]] = {}
+    several, one finding whose ``where.host`` is their hostlist, its text rendered with it, and the first
+    node's evidence as the example."""
+    groups: dict[Hashable, list[tuple[str, Finding]]] = {}
     for node, f in items:
-        host = f.where.host or node
-        names = [n for n in {host, node} if n]
-        w = f.where
-        key = _Key(str(f.code), f.severity.value, without_host(f.message, names) or "",
-                   without_host(f.fix, names), w.comm, w.iface, w.device)
-        groups.setdefault(key, []).append((host, f))
-    return [_merged(key, members) for key, members in groups.items()]
+        groups.setdefault(_key(node, f), []).append((node, f))
+    return [_merged(members) for members in groups.values()]
 
 
-def _merged(key: _Key, members: list[tuple[str, Finding]]) -> Finding:
-    host, first = members[0]
+def _merged(members: list[tuple[str, Finding]]) -> Finding:
+    node, first = members[0]
+    w = first.where
     if len(members) == 1:
-        return first if first.where.host else _with_where(first, _replace_host(first.where, host))
-    names = hosts_text(h for h, _ in members)
+        return first if w.host else first.rerendered(where=_at(w, host=node, rank=w.rank, file=w.file, line=w.line))
+    names = hosts_text(f.where.host or n for n, f in members)
     file = _common(f.where.file for _, f in members)
-    where = Where(host=names, rank=_common(f.where.rank for _, f in members), comm=key.comm, iface=key.iface,
-                  device=key.device, file=file, line=_common(f.where.line for _, f in members) if file else None)
-    return Finding(code=first.code, severity=first.severity, message=key.message.replace(HOST_MARK, names),
-                   fix=key.fix.replace(HOST_MARK, names) if key.fix else first.fix, where=where,
-                   evidence=first.evidence)
+    where = _at(w, host=names, rank=_common(f.where.rank for _, f in members), file=file,
+                line=_common(f.where.line for _, f in members) if file else None)
+    return _log_text_merged(node, first, where) if _log_text(first) else first.rerendered(where=where)
+
+
+def _log_text_merged(node: str, first: Finding, where: Where) -> Finding:
+    """A free-text log finding on several nodes: the first node's own name in its text replaced by the
+    hostlist (``hostnames.py``, transitional)."""
+    own, names = _own_names(node, first), where.host or ""
+    message = (without_host(first.message, own) or "").replace(HOST_MARK, names)
+    fix = without_host(first.fix, own)
+    return Finding(code=first.code, severity=first.severity, message=message,
+                   fix=fix.replace(HOST_MARK, names) if fix else first.fix, where=where, evidence=first.evidence)
+
+
+def _at(where: Where, *, host: str, rank: int | None, file: str | None, line: int | None) -> Where:
+    """``where`` on ``host`` with the per-node details given; its comm, iface and device kept."""
+    return Where(host=host, rank=rank, comm=where.comm, iface=where.iface, device=where.device, file=file,
+                 line=line)
 
 
 def _common(values: Iterable[T | None]) -> T | None:
     """The one value every member has, else None (a rank or a log line differs from node to node)."""
     seen = set(values)
     return seen.pop() if len(seen) == 1 else None
-
-
-def _replace_host(where: Where, host: str) -> Where:
-    return Where(host=host, rank=where.rank, comm=where.comm, iface=where.iface, device=where.device,
-                 file=where.file, line=where.line)
-
-
-def _with_where(f: Finding, where: Where) -> Finding:
-    return Finding(code=f.code, severity=f.severity, message=f.message, fix=f.fix, where=where, evidence=f.evidence)
 
 
 def group_rows(rows: Iterable[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ...]]:

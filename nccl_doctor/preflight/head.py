@@ -14,6 +14,7 @@ from nccl_doctor.preflight.auth import RejectedValueError
 from nccl_doctor.preflight.heartbeat import Beats
 from nccl_doctor.preflight.launcher import Launcher
 from nccl_doctor.preflight.nccllogs import nccl_log_findings, nccl_log_table
+from nccl_doctor.preflight.payload import preflight_payload
 from nccl_doctor.preflight.protocol import (
     CLOSED_KEY,
     ERRORS_KEY,
@@ -46,7 +47,7 @@ from nccl_doctor.preflight.verdict import (
     lost_during_run,
     missing_nodes,
     nodes_agree,
-    plan_data,
+    plan_keys,
     rank_failed,
     rank_picture,
     rejected_value,
@@ -100,7 +101,7 @@ class Head:
         """Node 0's report, with what holds for the whole run: the plan, replaced settings, an
         unauthenticated store, too few file descriptors."""
         report = Report(command="preflight")
-        report.data.update(plan_data(self.plan))
+        plan_keys(report, self.plan)
         report.notes.extend(self.ranks.setting_notes())
         if not self.state.seal.authenticated:
             report.add(unauthenticated(self.plan))
@@ -125,7 +126,7 @@ class Head:
         self.state.mark(Stage.RENDEZVOUS, t_rdzv)
         # a launcher other than Slurm names no node: the report names each by the host it gave here
         self.state.plan = self.plan = self.plan.named([n.host if n else None for n in nodes])
-        report.data.update(plan_data(self.plan))
+        plan_keys(report, self.plan)
         missing = [self.plan.hosts[i] for i, n in enumerate(nodes) if n is None]
         self.state.absent |= {i for i, n in enumerate(nodes) if n is None}
         if missing:
@@ -170,7 +171,7 @@ class Head:
         report.extend(diffs)
         if self.plan.nnodes > 1 and not diffs:
             report.add(nodes_agree(self.plan.nnodes))
-        report.data["node_facts"] = [n.facts for n in nodes]
+        preflight_payload(report).node_facts = [n.facts for n in nodes]
         self.state.mark(Stage.CONSISTENCY, t)
         if any(n.fatal for n in nodes):
             return self.probe_stop(nodes, report)
@@ -186,8 +187,8 @@ class Head:
         """The probe failed somewhere: report it, start no rank."""
         if report is None:  # one node: no rendezvous and no comparison took place
             report = Report(command="preflight")
-            report.data.update(plan_data(self.plan))
-            report.data["node_facts"] = [n.facts for n in nodes]
+            plan_keys(report, self.plan)
+            preflight_payload(report).node_facts = [n.facts for n in nodes]
             add_probe_findings(report, nodes)
         fatal = [n.host for n in nodes if n.fatal]
         report.notes.append(f"no rank was started: the probe failed on {hosts_text(fatal)}")
@@ -280,12 +281,12 @@ class Head:
             report.add(timed_out(self.plan, report, backend, pic, timeout=timeout, timeout_s=self.state.args.timeout))
         else:
             report.add(rank_failed(self.plan, report, backend, pic, errors=errors, local_dead=local_dead))
-        report.data["stage"] = pic.stage
+        preflight_payload(report).stage = pic.stage
         used = self.ranks.used_backend()
         if used is not None:  # what the ranks ran, as a finished run's data says it (rank 0's result)
-            report.data["backend"] = used
-        report.data["ranks"] = [{"rank": r, "host": self.plan.host_of(r), "stage": st.stage}
-                                for r, st in enumerate(states)]
+            preflight_payload(report).backend = used
+        preflight_payload(report).ranks = [{"rank": r, "host": self.plan.host_of(r), "stage": st.stage}
+                                           for r, st in enumerate(states)]
         self.node.say(f"FAILED in stage {pic.stage}")
         return self.node.decide(report, pic.stage)
 
@@ -297,7 +298,7 @@ class Head:
         report.extend(result.findings)
         report.tables.extend(result.tables)
         report.notes.extend(result.notes)
-        report.data.update(result.data)
+        preflight_payload(report).set_result(result.data)
         self.state.timings.update(result.timings_s)
         self.state.measured_nothing = not result.measured
         t = time.monotonic()
@@ -308,7 +309,7 @@ class Head:
             self.state.absent |= lost
             report.add(lost_after_run(self.plan, lost))
         report.extend(nccl_log_findings(logs))
-        report.data["nccl_logs"] = [lg.as_dict() for lg in logs]
+        preflight_payload(report).nccl_logs = [lg.as_dict() for lg in logs]
         table: Table | None = nccl_log_table(logs)
         if table:
             report.tables.append(table)

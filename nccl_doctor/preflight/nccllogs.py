@@ -8,6 +8,7 @@ from pathlib import Path
 from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
 from nccl_doctor.logs import diagnose, parse_paths
+from nccl_doctor.logs.view import ParsePayload
 from nccl_doctor.preflight.groups import group_findings, group_rows
 from nccl_doctor.preflight.protocol import LogSummary
 from nccl_doctor.report import Finding, Severity, Table, finding, hosts_text
@@ -28,10 +29,13 @@ def nccl_log_summary(log_dir: Path, backend: Backend, *, host: str) -> LogSummar
         rep = diagnose(parse_paths(files))
     except Exception as exc:
         return LogSummary(host=host, skipped=f"log parser failed: {exc!r}", files=len(files))
-    comms = [{k: c.get(k) for k in COMMUNICATOR_KEYS} for c in rep.data.get("communicators", [])]
-    return LogSummary(host=host, files=len(files), inter_node=rep.data.get("inter_node"),
-                      intra_node=rep.data.get("intra_node"), communicators=comms,
-                      findings=[f.as_dict() for f in rep.findings])
+    parsed = rep.payload
+    if not isinstance(parsed, ParsePayload):  # diagnose always sets it: a parser that did not is a failure
+        return LogSummary(host=host, skipped="log parser failed: it returned no parse payload", files=len(files))
+    comms = [{k: c.get(k) for k in COMMUNICATOR_KEYS} for c in parsed.communicators]
+    return LogSummary(host=host, files=len(files), inter_node=parsed.inter_node,
+                      intra_node=parsed.intra_node, communicators=comms,
+                      findings=list(rep.findings))
 
 
 def nccl_log_findings(logs: list[LogSummary]) -> list[Finding]:
@@ -45,7 +49,7 @@ def nccl_log_findings(logs: list[LogSummary]) -> list[Finding]:
     out = [finding(Code.CHECK_SKIPPED, Severity.PASS if why == NCCL_NEVER_RAN else Severity.WARN,
                    f"NCCL log check skipped: {why}", host=hosts_text(hosts[why]))
            for why in sorted(hosts)]
-    return out + group_findings((lg.host, Finding.from_dict(f)) for lg in logs for f in lg.findings)
+    return out + group_findings((lg.host, f) for lg in logs for f in lg.findings)
 
 
 def nccl_log_table(logs: list[LogSummary]) -> Table | None:

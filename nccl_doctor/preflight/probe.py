@@ -98,6 +98,10 @@ def _for_run(f: Finding, nnodes: int, backend: Backend, one_host: bool) -> Findi
 
 
 def _restate(f: Finding, severity: Severity, why: str) -> Finding:
+    """``f`` with ``why`` said after its message: its template's ``why`` where it has one (it stays a
+    template, so that nodes merge by its parameters), else appended to its text."""
+    if "why" in f.template_names():
+        return f.rerendered(severity=severity, why=why)
     return Finding(code=f.code, severity=severity, where=f.where, evidence=f.evidence, fix=f.fix,
                    message=f.message + why)
 

@@ -255,7 +255,7 @@ class NodePost:
 
     def to_json(self) -> str:
         return json.dumps({"host": self.host, "node": self.node, "facts": self.facts,
-                           "findings": [f.as_dict() for f in self.findings], "fatal": self.fatal})
+                           "findings": [f.to_wire() for f in self.findings], "fatal": self.fatal})
 
     @classmethod
     def from_json(cls, text: str | bytes) -> NodePost:
@@ -303,7 +303,7 @@ class RankResult:
     measured: bool = True
 
     def to_json(self) -> str:
-        return json.dumps({"findings": [f.as_dict() for f in self.findings],
+        return json.dumps({"findings": [f.to_wire() for f in self.findings],
                            "tables": [t.as_dict() for t in self.tables], "notes": self.notes, "data": self.data,
                            "timings_s": self.timings_s, "measured": self.measured})
 
@@ -339,7 +339,8 @@ class VerdictMessage:
 @dataclass(frozen=True, kw_only=True)
 class LogSummary:
     """``logs/<i>``: one node's captured NCCL logs, parsed; or why there is nothing to parse. Also the
-    report's ``nccl_logs`` entries, so ``as_dict`` keeps each variant's keys as they always were."""
+    report's ``nccl_logs`` entries, so ``as_dict`` keeps each variant's keys as they always were (its findings
+    in the report's form); ``to_json`` sends the findings' templates and parameters too (``Finding.to_wire``)."""
 
     host: str
     skipped: str | None = None
@@ -347,26 +348,27 @@ class LogSummary:
     inter_node: Any = None
     intra_node: Any = None
     communicators: list[dict[str, Any]] | None = None  # None: nothing parsed
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     sent: bool = True  # False: node 0 never received it (the node sent none)
 
     @classmethod
     def not_sent(cls, host: str) -> LogSummary:
         return cls(host=host, skipped="the node sent no NCCL log summary", sent=False)  # one line for all such nodes
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, wire: bool = False) -> dict[str, Any]:
+        findings = [f.to_wire() if wire else f.as_dict() for f in self.findings]
         if not self.sent:
-            return {"host": self.host, "findings": self.findings, "skipped": self.skipped}
+            return {"host": self.host, "findings": findings, "skipped": self.skipped}
         out: dict[str, Any] = {"host": self.host, "skipped": self.skipped}
         if self.files is not None:
             out["files"] = self.files
         if self.communicators is not None:
             out.update(inter_node=self.inter_node, intra_node=self.intra_node, communicators=self.communicators)
-        out["findings"] = self.findings
+        out["findings"] = findings
         return out
 
     def to_json(self) -> str:
-        return json.dumps(self.as_dict())
+        return json.dumps(self.as_dict(wire=True))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LogSummary:
@@ -378,7 +380,7 @@ class LogSummary:
             c.texts(comm, "intra_node", optional=True)
         return cls(host=c.text(d, "host"), skipped=c.optional_text(d, "skipped"), files=c.optional_integer(d, "files"),
                    inter_node=d.get("inter_node"), intra_node=d.get("intra_node"), communicators=comms,
-                   findings=c.finding_dicts(d, "findings"))
+                   findings=c.findings(d, "findings", optional=True))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> LogSummary:

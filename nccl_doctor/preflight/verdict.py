@@ -14,6 +14,7 @@ from nccl_doctor.preflight.auth import SECRET_ENV, SECRET_FIX, RejectedValueErro
 from nccl_doctor.preflight.groups import group_findings, rank_ranges
 from nccl_doctor.preflight.heartbeat import HEARTBEAT_LOST_S
 from nccl_doctor.preflight.limits import FilesLimit, files_needed, too_few
+from nccl_doctor.preflight.payload import preflight_payload
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.protocol import BENCH_PREFIX, TOTAL, NodePost, RankError, key_owner
 from nccl_doctor.report import Finding, Report, Severity, exit_code, finding, host_names, hosts_text, plural
@@ -289,8 +290,9 @@ def files_limit(plan: NodePlan, limit: FilesLimit | None) -> Finding | None:
                    "the submitting shell's)", host=plan.head_host)
 
 
-def plan_data(plan: NodePlan) -> dict[str, object]:
-    return {"nnodes": plan.nnodes, "nproc_per_node": plan.nproc, "hosts": list(plan.hosts)}
+def plan_keys(report: Report, plan: NodePlan) -> None:
+    """The run's shape in the report: its nodes, ranks per node and hosts."""
+    preflight_payload(report).set_plan(plan.nnodes, plan.nproc, plan.hosts)
 
 
 def alone(plan: NodePlan, mine: NodePost, stage: str, why: str, timings: dict[str, float], *,
@@ -302,8 +304,9 @@ def alone(plan: NodePlan, mine: NodePost, stage: str, why: str, timings: dict[st
                        f"stage {stage}: {why}", fix or STAGE_FIX.get(stage, DEFAULT_FIX),
                        host=host or (plan.head_host if plan.nnodes > 1 else plan.host)))
     report.summary = f"stopped in stage {stage}: {why}"
-    report.data = {"stage": stage, "nodes": [mine.host], "timings_s": timings,
-                   "localisation": {"skipped": f"this node stopped in stage {stage}"}}
+    payload = preflight_payload(report)
+    payload.stage, payload.nodes, payload.timings_s = stage, [mine.host], timings
+    payload.localisation = {"skipped": f"this node stopped in stage {stage}"}
     return NodeVerdict(code=1, verdict=Severity.FAIL, summary=report.summary, report=report)
 
 
@@ -311,9 +314,12 @@ def alone(plan: NodePlan, mine: NodePost, stage: str, why: str, timings: dict[st
 def decide(report: Report, plan: NodePlan, stage: str, timings: dict[str, float], *, measured_nothing: bool,
            strict: bool) -> NodeVerdict:
     """The report's last keys, its summary, and the exit code every node leaves with."""
-    report.data["timings_s"] = dict(timings)
-    report.data.setdefault("stage", stage)
-    report.data.setdefault("localisation", {"skipped": f"the run stopped in stage {stage}"})
+    payload = preflight_payload(report)
+    payload.timings_s = dict(timings)
+    if not payload.has("stage"):
+        payload.stage = stage
+    if not payload.has("localisation"):
+        payload.localisation = {"skipped": f"the run stopped in stage {stage}"}
     if not report.summary:
         report.summary = summary(report, plan, stage, measured_nothing=measured_nothing)
     if measured_nothing:  # could not run: a gate must not pass on no measurement

@@ -28,6 +28,7 @@ from nccl_doctor.bench import (
     judge,
     measured_nothing,
 )
+from nccl_doctor.bench.payload import BenchPayload
 from nccl_doctor.cluster.procs import die_with_parent
 from nccl_doctor.cluster.stages import PrefixedSink, Stage
 from nccl_doctor.codes import Code
@@ -148,7 +149,9 @@ def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageMarks, dev
     timings["localise"] = round(time.monotonic() - t, 2)
     findings = judge(bench, short_sweep=True) + coverage(bench, asked=False)
     bench_report = build_report(bench, findings)
-    localisation = bench_report.data.pop("localisation")  # {"skipped": why} when there was no pair pass
+    measured = bench_report.payload
+    if not isinstance(measured, BenchPayload):  # build_report always makes one
+        raise TypeError(f"bench's report holds {type(measured).__name__}, not a BenchPayload")
 
     smoke_data = None
     if args.fsdp_smoke:
@@ -163,7 +166,8 @@ def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageMarks, dev
         findings=findings, tables=list(bench_report.tables),
         notes=[f"bench: a short sweep ({sweep}, {cfg.iters} iterations); run `nccl-doctor bench` for the full one",
                *bench_report.notes],
-        data={"backend": bench.backend, "bench": bench_report.data, "localisation": localisation,
+        data={"backend": bench.backend, "bench": measured.without_localisation(),
+              "localisation": measured.localisation,
               "fsdp_smoke": smoke_data},
         timings_s=timings, measured=not measured_nothing(bench))
 

@@ -23,6 +23,7 @@ import hostlist
 from nccl_doctor.bench import Backend
 from nccl_doctor.node import check, compare, node_facts, probe_node
 from nccl_doctor.preflight.nccllogs import nccl_log_findings, nccl_log_summary, nccl_log_table
+from nccl_doctor.preflight.payload import preflight_payload
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.protocol import LogSummary, NodePost
 from nccl_doctor.preflight.verdict import (
@@ -149,20 +150,21 @@ def fleet_report(n: int) -> Report:
     plan = fleet_plan(n)
     posts = [node_post(h, i) for i, h in enumerate(plan.hosts) if h not in MISSING]
     report = Report(command="preflight")
-    report.data.update({"nnodes": n, "nproc_per_node": NPROC, "hosts": list(plan.hosts)})
+    preflight_payload(report).set_plan(n, NPROC, plan.hosts)
     add_probe_findings(report, posts)
     diffs = compare([p.facts for p in posts])
     report.extend(diffs or [nodes_agree(n)])
-    report.data["node_facts"] = [p.facts for p in posts]
+    preflight_payload(report).node_facts = [p.facts for p in posts]
     report.add(missing_nodes(plan, list(MISSING), 120.0))
     states = rank_states(plan)
     pic = rank_picture(plan, states, {})
     report.add(lost_during_run(plan, [plan.hosts.index(h) for h in LOST], pic))
     report.add(timed_out(plan, report, Backend.NCCL, pic, timeout=AHEAD, timeout_s=600.0))
-    report.data["ranks"] = [{"rank": r, "host": plan.host_of(r), "stage": st.stage} for r, st in enumerate(states)]
+    preflight_payload(report).ranks = [{"rank": r, "host": plan.host_of(r), "stage": st.stage}
+                                       for r, st in enumerate(states)]
     logs = [log_summary(h, n) for h in plan.hosts if h not in MISSING]
     report.extend(nccl_log_findings(logs))
-    report.data["nccl_logs"] = [lg.as_dict() for lg in logs]
+    preflight_payload(report).nccl_logs = [lg.as_dict() for lg in logs]
     table = nccl_log_table(logs)
     if table:
         report.tables.append(table)

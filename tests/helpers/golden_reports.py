@@ -16,6 +16,7 @@ from nccl_doctor.bench.pairs import Localisation, first_round, next_round
 from nccl_doctor.codes import Code
 from nccl_doctor.node import compare
 from nccl_doctor.preflight.nccllogs import nccl_log_findings, nccl_log_table
+from nccl_doctor.preflight.payload import preflight_payload
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.protocol import NodePost
 from nccl_doctor.preflight.verdict import (
@@ -29,6 +30,7 @@ from nccl_doctor.preflight.verdict import (
 )
 from nccl_doctor.render import make_console, render_json, render_junit, render_text
 from nccl_doctor.report import Finding, Report, Severity, Table, Where
+from tests.helpers.payloads import Doc
 
 WIDTH = 160
 LOG_DIR = re.compile(r"/tmp/nccl-doctor-[0-9a-f]{6}")  # fleet.py names each node's log dir by hash(host)
@@ -43,7 +45,7 @@ def probe_shaped() -> Report:
                       evidence=(f"job.log:{i + 1}: a quoted [red]line[/red]",)))
     r.tables.append(Table(title="Interfaces", columns=("name", "kind"), rows=(("ib0", "infiniband"),),
                           caption="one row"))
-    r.data["interfaces"] = [{"name": "ib0"}]
+    r.payload = Doc({"interfaces": [{"name": "ib0"}]})
     r.notes.append("a note under the findings")
     return r
 
@@ -96,13 +98,13 @@ def preflight_fleet() -> Report:
     posts[4] = NodePost(host=posts[4].host, node=4, facts=dict(posts[4].facts, **{"version.nccl": fleet.OLD_NCCL}),
                         findings=posts[4].findings, fatal=posts[4].fatal)
     report = Report(command="preflight")
-    report.data.update({"nnodes": plan.nnodes, "nproc_per_node": plan.nproc, "hosts": list(plan.hosts)})
+    preflight_payload(report).set_plan(plan.nnodes, plan.nproc, plan.hosts)
     add_probe_findings(report, posts)
     report.extend(compare([p.facts for p in posts]) or [nodes_agree(plan.nnodes)])
-    report.data["node_facts"] = [p.facts for p in posts]
+    preflight_payload(report).node_facts = [p.facts for p in posts]
     logs = [fleet.log_summary(h, plan.nnodes) for h in plan.hosts]
     report.extend(nccl_log_findings(logs))
-    report.data["nccl_logs"] = [lg.as_dict() for lg in logs]
+    preflight_payload(report).nccl_logs = [lg.as_dict() for lg in logs]
     table = nccl_log_table(logs)
     if table:
         report.tables.append(table)
@@ -115,7 +117,7 @@ def preflight_stopped() -> Report:
     hosts = ("gpu1", "gpu2", "gpu3", "gpu4")
     plan = NodePlan(nnodes=4, node_rank=0, hosts=hosts, head="gpu1", port=29400, nproc=2, slurm=True, host="gpu1")
     report = Report(command="preflight")
-    report.data.update({"nnodes": 4, "nproc_per_node": 2, "hosts": list(hosts)})
+    preflight_payload(report).set_plan(4, 2, hosts)
     report.add(missing_nodes(plan, ["gpu4"], 120.0))
     states = [RankState(seq=1, stage="init", since=0.0) if plan.host_of(r) == "gpu3"
               else RankState(seq=5, stage="bench all_gather world 64 MiB", since=0.0) for r in range(8)]

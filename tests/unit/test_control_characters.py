@@ -16,6 +16,7 @@ from nccl_doctor.cli import main
 from nccl_doctor.render import make_console, render_json, render_junit, render_text
 from nccl_doctor.report import Finding, Report, Table
 from tests.helpers import sysfs_builder as b
+from tests.helpers.payloads import Doc
 
 # what no output may hold: C0 but tab/newline, DEL, C1, and what XML 1.0 forbids
 BAD = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
@@ -107,7 +108,7 @@ def test_a_peers_finding_and_table_are_cleaned_on_arrival():
     t = Table.from_dict({"title": f"T{OSC2}", "columns": ["c\x00"], "rows": [[f"v{C1_CSI}", 3]], "caption": "\x1b"})
     assert (t.title, t.columns, t.rows, t.caption) == ("T", ("c",), (("v", 3),), "")
     report = Report(command="preflight", findings=[f], tables=[t], notes=[f"note{OSC52}"],
-                    summary=f"sum{OSC2}", could_not_run="why\x00", data={f"k{DCS}": [f"v{C1_CSI}"]})
+                    summary=f"sum{OSC2}", could_not_run="why\x00", payload=Doc({f"k{DCS}": [f"v{C1_CSI}"]}))
     buf = io.StringIO()
     render_text(report, make_console(buf))
     for text in (buf.getvalue(), render_json(report), render_junit(report)):

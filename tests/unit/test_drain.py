@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,19 @@ echo -- >> "$SCONTROL_LOG"
 if [ -n "$SCONTROL_FAIL" ]; then echo "$SCONTROL_FAIL" >&2; exit 1; fi
 """
 ME = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class _NodeReport:
+    """A probe payload's facet (``NodeSubject``): the one node a report is about, and the root it read."""
+
+    host: str
+    root: str
+    interfaces: tuple[dict[str, str], ...] = ()
+    rdma_devices: tuple[dict[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, str]:
+        return {"host": self.host, "root": self.root}
 
 
 @pytest.fixture
@@ -71,14 +85,14 @@ def test_only_the_failing_node_of_the_job_is_drained(slurm_env):
                                  "Reason=nccl-doctor ND302: n2 is the slow node: 0.01 GB/s ok"]]
     assert drain_findings(report) == [("pass", "n2", "drained n2 in Slurm: Reason=nccl-doctor ND302: n2 is the "
                                                      "slow node: 0.01 GB/s ok")]
-    assert report.data["drain"] == [{"node": "n2", "reason": "nccl-doctor ND302: n2 is the slow node: 0.01 GB/s ok",
+    assert report.drain == [{"node": "n2", "reason": "nccl-doctor ND302: n2 is the slow node: 0.01 GB/s ok",
                                      "drained": True, "why_not": ""}]
     assert exit_code(report) == 1
 
 
 def test_this_host_is_drained_by_its_slurm_name(slurm_env):
     """probe names the machine's hostname; Slurm knows the node as SLURMD_NODENAME."""
-    report = Report(command="probe", findings=[fail(ME)], data={"host": ME, "root": "/"})
+    report = Report(command="probe", findings=[fail(ME)], payload=_NodeReport(host=ME, root="/"))
     drain_on_fail(report, slurm_env)
     assert [c[1] for c in calls(slurm_env)] == ["NodeName=n1"]
 
@@ -134,7 +148,7 @@ def test_every_node_of_the_job_failing_drains_none(slurm_env):
 ])
 def test_could_not_is_one_warn_and_keeps_the_exit_code(slurm_env, change, why):
     env = {k: v for k, v in {**slurm_env, **change}.items() if v is not None}
-    report = Report(command="probe", findings=[fail(ME)], data={"host": ME, "root": "/"})
+    report = Report(command="probe", findings=[fail(ME)], payload=_NodeReport(host=ME, root="/"))
     drain_on_fail(report, env)
     [(sev, _, message)] = drain_findings(report)
     assert sev == "warn" and why in message
@@ -143,15 +157,15 @@ def test_could_not_is_one_warn_and_keeps_the_exit_code(slurm_env, change, why):
 
 def test_scontrol_refusal_is_quoted(slurm_env):
     slurm_env["SCONTROL_FAIL"] = "slurm_update error: Access/permission denied"
-    report = Report(command="probe", findings=[fail(ME)], data={"host": ME, "root": "/"})
+    report = Report(command="probe", findings=[fail(ME)], payload=_NodeReport(host=ME, root="/"))
     drain_on_fail(report, slurm_env)
     [(sev, host, message)] = drain_findings(report)
     assert (sev, host) == ("warn", "n1") and "Access/permission denied" in message
-    assert report.data["drain"][0]["drained"] is False and exit_code(report) == 1
+    assert report.drain[0]["drained"] is False and exit_code(report) == 1
 
 
 @pytest.mark.parametrize("report", [
-    Report(command="probe", findings=[fail(ME)], data={"host": ME, "root": "/tmp/snap.tar.gz"}),
+    Report(command="probe", findings=[fail(ME)], payload=_NodeReport(host=ME, root="/tmp/snap.tar.gz")),
     Report(command="preflight", findings=[fail("n2")], could_not_run="the store never answered"),
 ], ids=["snapshot", "could-not-run"])
 def test_a_report_not_about_these_live_nodes_drains_nothing(slurm_env, report):

@@ -17,6 +17,7 @@ from nccl_doctor.prom import prom_text
 from nccl_doctor.report import Report, Severity, finding
 from nccl_doctor.text import printable
 from tests.helpers import sysfs_builder as b
+from tests.helpers.payloads import Doc
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "fixtures" / "logs" / "ib-disabled-socket-fallback.log"
@@ -87,8 +88,9 @@ def test_bench_shaped_data_gives_busbw_in_bytes_per_second():
     """preflight keeps bench's data under "bench": both shapes give the same series."""
     results = [{"op": "all_gather", "group": "world", "size_bytes": 1 << 20, "busbw_gbps": 0.5}]
     nodes = [{"host": "n2", "inter_node_busbw_gbps": 0.025}]
-    for data in ({"results": results, "nodes": nodes}, {"bench": {"results": results, "nodes": nodes}}):
-        got = samples(prom_text(Report(command="preflight", data=data), host="n1"))
+    bench = {"results": results, "nodes": nodes}
+    for payload in (Doc(bench, bench_figures=bench), Doc({"bench": bench}, bench_figures=bench)):
+        got = samples(prom_text(Report(command="preflight", payload=payload), host="n1"))
         assert one(got, "nccl_doctor_bench_busbw_bytes_per_second", host="n1", group="world", op="all_gather",
                    size_bytes=str(1 << 20)) == 0.5e9
         assert one(got, "nccl_doctor_bench_node_busbw_bytes_per_second", node="n2") == 0.025e9

@@ -9,6 +9,7 @@ import pytest
 
 from nccl_doctor.render import make_console, render_json, render_junit, render_text, verdict_line
 from nccl_doctor.report import Finding, Report, Severity, Table, Where, exit_code
+from tests.helpers.payloads import Doc
 
 
 def _report(*severities: Severity) -> Report:
@@ -17,7 +18,7 @@ def _report(*severities: Severity) -> Report:
         r.add(Finding(code="ND001", severity=sev, message=f"message {i} [bold]not markup[/bold]",
                       fix="export NCCL_SOCKET_IFNAME=ib0", where=Where(host=f"node{i}", iface="ib0")))
     r.tables.append(Table(title="Interfaces", columns=("name", "kind"), rows=(("ib0", "infiniband"),)))
-    r.data["interfaces"] = [{"name": "ib0"}]
+    r.payload = Doc({"interfaces": [{"name": "ib0"}]})
     return r
 
 

@@ -76,7 +76,7 @@ def test_nccl_net_checked_without_rdma(tmp_path, net, sev, fix):
     if sev == "fail":
         rep = probe_report(node)
         assert "ND200" not in {x.code for x in rep.findings}  # no PASS line saying TCP sockets will carry data
-        assert "NCCL init fails" in rep.summary and rep.data["nccl"]["transport"].startswith("none")
+        assert "NCCL init fails" in rep.summary and rep.payload.nccl["transport"].startswith("none")
     for ok in ("Socket", "socket"):
         assert "ND222" not in codes(root, {"NCCL_NET": ok})
 

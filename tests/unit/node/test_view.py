@@ -13,7 +13,7 @@ pytestmark = pytest.mark.usefixtures("no_nccl_env")
 
 def test_report_json_keys(roots):
     rep = probe_report(probe_node(roots["dgx_h100"], {}))
-    d = rep.data
+    d = rep.payload.to_json()
     assert {"interfaces", "nccl", "gloo_iface", "host", "exports", "rdma_devices", "gpus"} <= set(d)
     i = next(x for x in d["interfaces"] if x["name"] == "ib0")
     assert {"name", "kind", "operstate", "speed_mbps", "addresses", "rdma"} <= set(i)
@@ -47,4 +47,4 @@ def test_efa_transport_agrees(p5):
     rep = probe_report(probe_node(p5, ENV))
     nd200 = next(f for f in rep.findings if f.code == "ND200")
     assert "aws-ofi-nccl" in nd200.message and "aws-ofi-nccl" in rep.summary
-    assert "aws-ofi-nccl" in rep.data["nccl"]["transport"]
+    assert "aws-ofi-nccl" in rep.payload.nccl["transport"]

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from nccl_doctor.plan import plan_line
+from nccl_doctor.plan import plan_line, run_failed
 
 FIXTURE = Path(__file__).parents[3] / "fixtures" / "plan" / "bench-gloo-1node.json"
 HEAD = "plan (350M parameters, 80 GB GPUs, headroom 0.6): "
@@ -14,18 +14,20 @@ def _doc():
 
 
 def test_the_recommendation_in_one_line():
-    assert plan_line(350e6, {"command": "preflight", "verdict": "pass", "bench": _doc()}, "this report") \
+    assert plan_line(350e6, _doc(), failed=None, origin="this report") \
         .startswith(HEAD + "use (1, 2) FSDP, 6.86 s of communication per step")
 
 
 def test_a_failed_run_says_fix_the_network_first():
-    assert plan_line(350e6, {"command": "preflight", "verdict": "fail"}, "this report") \
+    failed = run_failed("preflight", "fail", "this report")
+    assert plan_line(350e6, None, failed=failed, origin="this report") \
         == HEAD + "fix the network first (the preflight in this report failed (verdict fail))"
 
 
 def test_nothing_fits_and_nothing_measured_are_lines_too():
-    assert plan_line(70e9, _doc(), "r").endswith("nothing fits; it would take 24 GPUs")
+    assert plan_line(70e9, _doc(), failed=None, origin="r").endswith("nothing fits; it would take 24 GPUs")
     doc = _doc()
     del doc["nnodes"]
-    assert plan_line(350e6, doc, "r").endswith("did not say its nodes and GPUs per node")
-    assert "no bench results" in plan_line(350e6, {"command": "preflight", "verdict": "pass"}, "r")
+    assert plan_line(350e6, doc, failed=None, origin="r").endswith("did not say its nodes and GPUs per node")
+    assert "no bench results" in plan_line(350e6, None, failed=None, origin="r")
+    assert run_failed("preflight", "pass", "r") is None

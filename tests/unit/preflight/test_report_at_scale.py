@@ -90,7 +90,7 @@ def test_the_json_grows_linearly_with_the_nodes():
 def test_drain_on_fail_drains_every_node_a_merged_failure_names(at_1024, tmp_path):
     """The merged FAILs name hostlists: each of their nodes is drained by its plain name, and no other."""
     report, _ = at_1024
-    report = Report(command="preflight", findings=list(report.findings), data={})
+    report = Report(command="preflight", findings=list(report.findings))
     scontrol = tmp_path / "scontrol"
     scontrol.write_text(FAKE_SCONTROL)
     scontrol.chmod(0o755)
