@@ -11,7 +11,9 @@ import pytest
 
 from nccl_doctor.bench.device import TEST_CUDA_ENV
 
-pytestmark = pytest.mark.torch
+# serial: a failing rank waits at most 5 s for rank 0 to record its code (bench worker); on a loaded box rank 0
+# can miss it and the report is lost (seen once under -n 2: empty stdout, exit 1)
+pytestmark = [pytest.mark.torch, pytest.mark.serial]
 
 
 def env(**kw):
