@@ -12,7 +12,9 @@ This module holds ``diagnose`` and the findings about transports, versions, warn
 from __future__ import annotations
 
 from nccl_doctor.codes import Code
+from nccl_doctor.codes.text import DEFAULT_VARIANT
 from nccl_doctor.logs.diagnosis.errorfindings import behind_finding, error_findings, trace_finding, watchdog_findings
+from nccl_doctor.logs.diagnosis.hosted import host_finding, hosts_finding
 from nccl_doctor.logs.diagnosis.limits import limits_finding
 from nccl_doctor.logs.diagnosis.transports import (
     InterNode,
@@ -90,14 +92,12 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
     elif t == Transport.OFI and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
         prov = ", ".join(r.ofi_providers)
         said = fact_lines(r, *(f"{Fact.OFI_}{p}" for p in r.ofi_providers))
-        on = on_hosts(set().union(*(r.fact_hosts.get(f"{Fact.OFI_}{p}", set()) for p in r.ofi_providers)))
-        out.append(finding(
-            code=Code.OFI_PROVIDER_NOT_EFA, severity=Severity.FAIL,
-            message=f"aws-ofi-nccl selected libfabric provider '{prov}', not 'efa'{on}: "
-                    "inter-node traffic runs over TCP",
+        on = set().union(*(r.fact_hosts.get(f"{Fact.OFI_}{p}", set()) for p in r.ofi_providers))
+        out.append(hosts_finding(
+            Code.OFI_PROVIDER_NOT_EFA, Severity.FAIL, DEFAULT_VARIANT, hosts=on, provider=prov,
             fix="check the EFA device with `fi_info -p efa` (EFA driver, security group allowing all traffic "
                 "to itself); set FI_PROVIDER=efa so a missing EFA fails loudly",
-            **where_of(said[0] if said else None, host=host), evidence=quoted(said + lines)))
+            where=where_of(said[0] if said else None, host=host), evidence=quoted(said + lines)))
     elif t == Transport.UNKNOWN:
         ev = any_line(r)
         out.append(finding(
@@ -142,12 +142,15 @@ def _socket_finding(r: ParseResult, lines: list[Evidence], comm: Comm | None, ho
             fix = ("NCCL found no usable RDMA device: run `ibstat` / `ibv_devinfo` (ports must be ACTIVE), make sure "
                    "the container sees /dev/infiniband and has libibverbs plus the provider (rdma-core, libmlx5)")
         first = r.ib_no_device.get(no_dev[0]) if no_dev else (lines[0] if lines else None)
+        where = where_of(first, comm, no_dev[0] if no_dev else host)
+        if hca and r.ib_no_device and not ib_disabled and no_dev and where.get("host") == no_dev[0]:
+            return host_finding(Code.SOCKET_FALLBACK, Severity.FAIL, "hca-no-port", where=where, hca=hca,
+                                signs="; ".join(signs), evidence=quoted(no_dev_lines + lines))
         return finding(
             code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
             message="inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: "
                     f"{'; '.join(signs)}",
-            fix=fix, **where_of(first, comm, no_dev[0] if no_dev else host),
-            evidence=quoted(no_dev_lines + lines))
+            fix=fix, **where, evidence=quoted(no_dev_lines + lines))
     ofi = [g.first for g in r.warnings.values() if "NET/OFI" in g.text and g.first][:1]
     if ib_disabled:
         why = (f"NCCL_IB_DISABLE={ib_disable} turned NCCL's IB/RoCE transport off, so the log cannot show "
@@ -372,11 +375,10 @@ def _warning_findings(r: ParseResult) -> list[Finding]:
             fix = "connections to peers are retried: check routing/firewall on the interface NCCL uses"
         # NCCL gives CollNet/SHARP up and goes on over the point-to-point network: nothing degraded
         gave_up = collnet_setup(g.text or kind)
-        out.append(finding(code=Code.NCCL_WARNING, severity=Severity.PASS if gave_up else Severity.WARN,
-                           message=f"NCCL warning x{g.count}{on_hosts(g.hosts)}: {g.text or kind}"
-                                   + ("; NCCL went on without CollNet" if gave_up else ""),
-                           fix=fix, **group_where(g, host=first_host(g)),
-                           evidence=group_evidence([g], 2)))
+        out.append(hosts_finding(Code.NCCL_WARNING, Severity.PASS if gave_up else Severity.WARN, DEFAULT_VARIANT,
+                                 hosts=g.hosts, count=g.count, text=g.text or kind,
+                                 went_on="; NCCL went on without CollNet" if gave_up else "",
+                                 fix=fix, where=group_where(g, host=first_host(g)), evidence=group_evidence([g], 2)))
     return out
 
 
