@@ -54,7 +54,9 @@ TEXTS: dict[str, CodeText] = {
         ),
         # the fix names the node whose NCCL_IB_HCA matches no port: merged across nodes, their hostlist
         messages={"hca-no-port": "inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: "
-                                 "{signs}"},
+                                 "{signs}",
+                  **_on_host({"beside-rdma": "inter-node traffic of {which}{on} uses TCP sockets (NET/Socket) while "
+                                             "the rest of the job uses {label}"})},
         fixes={"hca-no-port": "NCCL_IB_HCA={hca} matches no ACTIVE port: compare with `ibstat` (or `ibv_devinfo`) on "
                               "{host} and list only ACTIVE ports (e.g. NCCL_IB_HCA==mlx5_0:1)"},
     ),

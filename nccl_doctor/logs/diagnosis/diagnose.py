@@ -220,11 +220,14 @@ def _socket_beside_rdma(r: ParseResult, label: str) -> Finding | None:
     fix = ("these communicators chose another network than the rest: give every process the same NCCL_NET, "
            "NCCL_IB_DISABLE and NCCL_IB_HCA (and no netName in the ncclConfig_t of ncclCommInitRankConfig/"
            "ncclCommSplit), then compare `Using network` lines per host")
-    return finding(
-        code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
-        message=f"inter-node traffic of {which}{on_hosts(hosts)} uses TCP sockets (NET/Socket) "
-                f"while the rest of the job uses {label}{mixed_text}",
-        fix=fix, **where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]))
+    if mixed_text:  # names the hosts of each transport: free text, nothing to merge it by
+        return finding(
+            code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
+            message=f"inter-node traffic of {which}{on_hosts(hosts)} uses TCP sockets (NET/Socket) "
+                    f"while the rest of the job uses {label}{mixed_text}",
+            fix=fix, **where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]))
+    return hosts_finding(Code.SOCKET_FALLBACK, Severity.FAIL, "beside-rdma", hosts=hosts, which=which, label=label,
+                         fix=fix, where=where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]))
 
 
 def _socket_network_line(r: ParseResult, host: str) -> Evidence | None:

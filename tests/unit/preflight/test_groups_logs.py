@@ -75,3 +75,11 @@ def test_the_hca_fix_names_the_nodes_whose_ports_it_matches_not(tmp_path):
     [fallback] = _by_code(logs)[Code.SOCKET_FALLBACK]
     assert fallback.where.host == "gpu[1-2]" and fallback.template == "hca-no-port"
     assert "compare with `ibstat` (or `ibv_devinfo`) on gpu[1-2] and list only ACTIVE ports" in (fallback.fix or "")
+
+
+def test_one_communicator_on_sockets_beside_ib_on_two_nodes_is_one_finding(tmp_path):
+    logs = [_own_log(tmp_path, ROOT / "logs/one-comm-on-socket-beside-ib.log", "g1", h) for h in ("gpu1", "gpu2")]
+    [fallback] = _by_code(logs)[Code.SOCKET_FALLBACK]
+    assert fallback.template == "beside-rdma@host" and fallback.where.host == "gpu[1-2]"
+    assert fallback.message == ("inter-node traffic of communicator 0x2222 on gpu[1-2] uses TCP sockets (NET/Socket) "
+                                "while the rest of the job uses IB")
