@@ -56,7 +56,11 @@ TEXTS: dict[str, CodeText] = {
         messages={"hca-no-port": "inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: "
                                  "{signs}",
                   **_on_host({"beside-rdma": "inter-node traffic of {which}{on} uses TCP sockets (NET/Socket) while "
-                                             "the rest of the job uses {label}"})},
+                                             "the rest of the job uses {label}"}),
+                  # a node's own log: both transports of the mixed communicator are its own
+                  "beside-rdma-mixed": "inter-node traffic of {which} on {host} uses TCP sockets (NET/Socket) while "
+                                       "the rest of the job uses {label} (communicator {mixed} is mixed: {family} on "
+                                       "{host}; {other} on {host})"},
         fixes={"hca-no-port": "NCCL_IB_HCA={hca} matches no ACTIVE port: compare with `ibstat` (or `ibv_devinfo`) on "
                               "{host} and list only ACTIVE ports (e.g. NCCL_IB_HCA==mlx5_0:1)"},
     ),

@@ -220,14 +220,29 @@ def _socket_beside_rdma(r: ParseResult, label: str) -> Finding | None:
     fix = ("these communicators chose another network than the rest: give every process the same NCCL_NET, "
            "NCCL_IB_DISABLE and NCCL_IB_HCA (and no netName in the ncclConfig_t of ncclCommInitRankConfig/"
            "ncclCommSplit), then compare `Using network` lines per host")
-    if mixed_text:  # names the hosts of each transport: free text, nothing to merge it by
-        return finding(
-            code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
-            message=f"inter-node traffic of {which}{on_hosts(hosts)} uses TCP sockets (NET/Socket) "
-                    f"while the rest of the job uses {label}{mixed_text}",
-            fix=fix, **where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]))
+    if mixed_text:
+        return _mixed_finding(which, hosts, label, mixed_text=mixed_text, families=comm_hosts_by_family(mixed[0], r),
+                              mixed=mixed[0].key, fix=fix, where=where_of(first, first_comm),
+                              evidence=quoted([ev for _, ev in shown[:2]]))
     return hosts_finding(Code.SOCKET_FALLBACK, Severity.FAIL, "beside-rdma", hosts=hosts, which=which, label=label,
                          fix=fix, where=where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]))
+
+
+def _mixed_finding(which: str, hosts: set[str], label: str, *, mixed_text: str, families: dict[str, set[str]],
+                   mixed: str, fix: str, where: WhereArgs, evidence: tuple[str, ...]) -> Finding:
+    """ND102 for a communicator whose hops use RDMA and Socket: the hosts of each transport, free text; on a
+    node's own log (two transports, both its own) the template that names it, so preflight merges it."""
+    free = finding(code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
+                   message=f"inter-node traffic of {which}{on_hosts(hosts)} uses TCP sockets (NET/Socket) "
+                           f"while the rest of the job uses {label}{mixed_text}",
+                   fix=fix, **where, evidence=evidence)
+    own = {where.get("host")}
+    if hosts != own or len(families) != 2 or any(hs != own for hs in families.values()):
+        return free
+    family, other = sorted(families)
+    made = host_finding(Code.SOCKET_FALLBACK, Severity.FAIL, "beside-rdma-mixed", where=where, which=which,
+                        label=label, mixed=mixed, family=family, other=other, fix=fix, evidence=evidence)
+    return made if (made.message, made.fix) == (free.message, free.fix) else free
 
 
 def _socket_network_line(r: ParseResult, host: str) -> Evidence | None:

@@ -83,3 +83,12 @@ def test_one_communicator_on_sockets_beside_ib_on_two_nodes_is_one_finding(tmp_p
     assert fallback.template == "beside-rdma@host" and fallback.where.host == "gpu[1-2]"
     assert fallback.message == ("inter-node traffic of communicator 0x2222 on gpu[1-2] uses TCP sockets (NET/Socket) "
                                 "while the rest of the job uses IB")
+
+
+def test_a_mixed_communicator_on_two_nodes_names_them_in_each_transport(tmp_path):
+    """gpu-01233's own lines: communicator 0x3344... uses IB on some hops and Socket on others."""
+    mixed = ROOT / "logs/one-node-without-ib-mixed-communicator.log"
+    logs = [_own_log(tmp_path, mixed, "gpu-01233", h) for h in ("gpu1", "gpu2")]
+    [fallback] = _by_code(logs)[Code.SOCKET_FALLBACK]
+    assert fallback.template == "beside-rdma-mixed" and fallback.where.host == "gpu[1-2]"
+    assert fallback.message.endswith("is mixed: IB on gpu[1-2]; Socket on gpu[1-2])")
