@@ -9,6 +9,7 @@ from pathlib import Path
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight.nccllogs import nccl_log_findings, nccl_log_summary
 from nccl_doctor.preflight.protocol import LogSummary
+from nccl_doctor.report import Finding
 
 ROOT = Path(__file__).resolve().parents[3] / "fixtures"
 SOCKET_TIMEOUT = ROOT / "nccl-logs/051-socket-veth-linklocal-connect-timeout.log"  # ND110 and ND108 on node01
@@ -92,3 +93,13 @@ def test_a_mixed_communicator_on_two_nodes_names_them_in_each_transport(tmp_path
     [fallback] = _by_code(logs)[Code.SOCKET_FALLBACK]
     assert fallback.template == "beside-rdma-mixed" and fallback.where.host == "gpu[1-2]"
     assert fallback.message.endswith("is mixed: IB on gpu[1-2]; Socket on gpu[1-2])")
+
+
+def test_a_fix_given_as_text_is_part_of_the_problem(tmp_path):
+    """Same template and parameters but another fix (NCCL used another interface there): two findings."""
+    logs = [_own_log(tmp_path, SOCKET_TIMEOUT, "node01", h) for h in ("gpu1", "gpu2")]
+    [one] = [f for f in logs[1].findings if f.code == Code.CONNECT_FAILED]
+    other = Finding(code=one.code, severity=one.severity, message=one.message, fix="another fix", where=one.where,
+                    evidence=one.evidence, template=one.template, params=one.params)
+    logs[1] = LogSummary(host=logs[1].host, files=logs[1].files, findings=[other])
+    assert [f.where.host for f in _by_code(logs)[Code.CONNECT_FAILED]] == ["gpu1", "gpu2"]
