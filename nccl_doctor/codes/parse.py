@@ -1,8 +1,26 @@
-"""ND1xx: ``parse``, what an NCCL_DEBUG=INFO log shows."""
+"""ND1xx: ``parse``, what an NCCL_DEBUG=INFO log shows.
+
+The findings that name the hosts their log lines came from are templates (``report.templated``): in
+``preflight`` each node parses its own log, so node 0 merges the same NCCL problem on many nodes by its
+parameters and renders it again with the nodes' hostlist. A template's ``{on}`` reads `` on <hostlist>`` (or
+nothing, for lines without a host); its twin ``<variant>@host`` (``ON_HOST``, made by ``_on_host``) reads
+`` on {host}``, the finding's own ``Where.host``, for a log whose lines all came from that one host.
+"""
 
 from __future__ import annotations
 
-from nccl_doctor.codes.text import CodeText
+from collections.abc import Mapping
+
+from nccl_doctor.codes.text import DEFAULT_VARIANT, CodeText
+
+ON_HOST = "@host"  # the suffix of a variant whose ``{on}`` is its finding's own host (`` on {host}``)
+ON = "{on}"
+
+
+def _on_host(messages: Mapping[str, str]) -> dict[str, str]:
+    """``messages`` and, for each that names its hosts (``{on}``), the twin that names the finding's host."""
+    twins = {name + ON_HOST: text.replace(ON, " on {host}") for name, text in messages.items() if ON in text}
+    return {**messages, **twins}
 
 TEXTS: dict[str, CodeText] = {
     "ND101": CodeText(
@@ -34,6 +52,17 @@ TEXTS: dict[str, CodeText] = {
             "container sees /dev/infiniband and has libibverbs with its provider (rdma-core, libmlx5); give every"
             " process the same NCCL_NET, NCCL_IB_DISABLE and NCCL_IB_HCA."
         ),
+        # the fix names the node whose NCCL_IB_HCA matches no port: merged across nodes, their hostlist
+        messages={"hca-no-port": "inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: "
+                                 "{signs}",
+                  **_on_host({"beside-rdma": "inter-node traffic of {which}{on} uses TCP sockets (NET/Socket) while "
+                                             "the rest of the job uses {label}"}),
+                  # a node's own log: both transports of the mixed communicator are its own
+                  "beside-rdma-mixed": "inter-node traffic of {which} on {host} uses TCP sockets (NET/Socket) while "
+                                       "the rest of the job uses {label} (communicator {mixed} is mixed: {family} on "
+                                       "{host}; {other} on {host})"},
+        fixes={"hca-no-port": "NCCL_IB_HCA={hca} matches no ACTIVE port: compare with `ibstat` (or `ibv_devinfo`) on "
+                              "{host} and list only ACTIVE ports (e.g. NCCL_IB_HCA==mlx5_0:1)"},
     ),
     "ND103": CodeText(
         "socket-transport",
@@ -103,6 +132,7 @@ TEXTS: dict[str, CodeText] = {
             "Install one NCCL version on every node (the same container image / nvidia-nccl wheel); check with "
             "`python -c 'import torch; print(torch.cuda.nccl.version())'`."
         ),
+        messages=_on_host({"version-mismatch": "NCCL reported mismatched versions between ranks{on}{ranks}"}),
     ),
     "ND108": CodeText(
         "nccl-warning",
@@ -116,6 +146,8 @@ TEXTS: dict[str, CodeText] = {
             "NCCL_ALGO=COLLNET when CollNet/SHARP is unavailable; check routing and firewalls on the interface "
             "NCCL uses when connections are retried."
         ),
+        # {went_on}: "; NCCL went on without CollNet" for a CollNet setup NCCL gave up, else ""
+        messages=_on_host({DEFAULT_VARIANT: "NCCL warning x{count}{on}: {text}{went_on}"}),
     ),
     "ND109": CodeText(
         "ib-completion-error",
@@ -132,6 +164,8 @@ TEXTS: dict[str, CodeText] = {
             "NCCL_IB_TIMEOUT=22 gives a congested fabric more time; for status 5 or 13 find the first error, "
             "often on the peer."
         ),
+        # the templates of ``logs/errorrules.py``'s rows name their variant; {ranks}: " (ranks 0-3)" or ""
+        messages=_on_host({"ib-completion": "IB work completion errors{on} ({times}; {status}{vendor}){ranks}"}),
     ),
     "ND110": CodeText(
         "connect-failed",
@@ -146,6 +180,7 @@ TEXTS: dict[str, CodeText] = {
             "firewalls/security groups) and name only the routable one, exactly: NCCL_SOCKET_IFNAME==<interface> "
             "(or exclude virtual ones: NCCL_SOCKET_IFNAME=^docker,lo,veth)."
         ),
+        messages=_on_host({"connect": "connection between ranks failed{on} ({times}): {first_two}{ranks}"}),
     ),
     "ND111": CodeText(
         "rdma-verbs-error",
@@ -160,6 +195,7 @@ TEXTS: dict[str, CodeText] = {
             "Slurm: PropagateResourceLimits, containers: --ulimit memlock=-1); for RoCE pick a routable GID with "
             "NCCL_IB_GID_INDEX (`show_gids`); select one link type with NCCL_IB_HCA."
         ),
+        messages=_on_host({"verbs": "RDMA verbs call failed{on} ({times}): {first}{ranks}"}),
     ),
     "ND112": CodeText(
         "cuda-error",
@@ -174,6 +210,7 @@ TEXTS: dict[str, CodeText] = {
             "NCCL_MAX_NCHANNELS; otherwise check the GPU with `nvidia-smi` and the driver/CUDA versions "
             "(`nvidia-smi -q`)."
         ),
+        messages=_on_host({"cuda": "CUDA failure inside NCCL{on} ({times}): {first}{ranks}"}),
     ),
     "ND113": CodeText(
         "no-socket-interface",
@@ -186,6 +223,7 @@ TEXTS: dict[str, CodeText] = {
             "Set NCCL_SOCKET_IFNAME to an interface that has an IP address (list them with `ip -br addr`), or fix"
             " the value that matches none."
         ),
+        messages=_on_host({"no-interface": "no usable network interface{on}: {first}{ranks}"}),
     ),
     "ND114": CodeText(
         "watchdog-timeout",
@@ -213,6 +251,8 @@ TEXTS: dict[str, CodeText] = {
             "NCCL_DEBUG_SUBSYS=INIT,NET,ENV if none is shown); an NCCL_SOCKET_IFNAME that names no interface with"
             " an address (`ip -br addr`) must be fixed or unset."
         ),
+        messages=_on_host({"nccl-error": "NCCL failed{on} ({times}): {kinds}{retcodes}{ranks}",
+                           "trace": "NCCL calls returned errors{on}: {names}"}),
     ),
     "ND116": CodeText(
         "ofi-provider-not-efa",
@@ -225,6 +265,8 @@ TEXTS: dict[str, CodeText] = {
             "Check the EFA device with `fi_info -p efa` (EFA driver, a security group that allows all traffic to "
             "itself); set FI_PROVIDER=efa so a missing EFA fails loudly."
         ),
+        messages=_on_host({DEFAULT_VARIANT: "aws-ofi-nccl selected libfabric provider '{provider}', not 'efa'{on}: "
+                                            "inter-node traffic runs over TCP"}),
     ),
     "ND117": CodeText(
         "log-input-damaged",

@@ -42,14 +42,15 @@ class Fix:
 
 @dataclass(frozen=True)
 class ErrorRule:
-    """One fatal error category: the pattern of the WARNs that say it, its finding code,
-    message (a template over ``on``, ``times``, ``first``, ``first_two``, ``kinds``, ``retcodes``, ``status``,
-    ``vendor``) and fixes."""
+    """One fatal error category: the pattern of the WARNs that say it, its finding code, the variant of the
+    code's message templates it renders (``codes/parse.py``: over ``on``, ``times``, ``first``, ``first_two``,
+    ``kinds``, ``retcodes``, ``status``, ``vendor``, ``ranks``; a template, so that preflight merges the same error
+    on many nodes by its parameters) and fixes."""
 
     category: Category
     pattern: re.Pattern[str]
     code: Code
-    message: str
+    variant: str
     fixes: tuple[Fix, ...]
     by: FixBy = FixBy.TEXT
 
@@ -72,7 +73,7 @@ def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
 ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule(
         Category.IB_COMPLETION, _rx(r"Got completion|Unsupported completion status"), Code.IB_COMPLETION_ERROR,
-        "IB work completion errors{on} ({times}; {status}{vendor})",
+        "ib-completion",
         (Fix("12", "the peer stopped answering over the fabric: check both ports with `ibstat` / `ibdiagnet` "
                    "(link flaps, cable), for RoCE the GID index (`show_gids`; NCCL_IB_GID_INDEX=3 is the usual "
                    "RoCEv2/IPv4 entry), MTU and PFC/ECN; NCCL_IB_TIMEOUT=22 gives a congested fabric more time"),
@@ -86,7 +87,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule(
         Category.VERBS,
         _rx(r"\bibv_\w+ failed|Unable to open device|incompatible devices|Call to ibv_|ibv_\w+\(\) failed"),
-        Code.RDMA_VERBS_ERROR, "RDMA verbs call failed{on} ({times}): {first}",
+        Code.RDMA_VERBS_ERROR, "verbs",
         (Fix("memlock", "the locked-memory limit is too low: `ulimit -l` must print unlimited "
                         "(Slurm: PropagateResourceLimits; containers: --ulimit memlock=-1)", ("create_cq", "reg_mr")),
          Fix("gid", "the queue pair could not reach the peer: for RoCE pick a routable GID with NCCL_IB_GID_INDEX "
@@ -100,7 +101,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         Category.NO_INTERFACE,
         _rx(r"no socket interface found|No usable listening interface|no interface found|No IP interface found"
             r"|No interface found in the same subnet", re.I),
-        Code.NO_SOCKET_INTERFACE, "no usable network interface{on}: {first}",
+        Code.NO_SOCKET_INTERFACE, "no-interface",
         (Fix(DEFAULT_FIX, "set NCCL_SOCKET_IFNAME to an interface that has an IP address (`ip -br addr`)",
              if_ifname="NCCL_SOCKET_IFNAME={ifname} matches no interface with an IP address: list them with "
                        "`ip -br addr` and fix it"),)),
@@ -110,7 +111,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
             r"|Connection closed by|Call to (?:recv|send|accept|connect)\b.*failed|Socket recv failed"
             r"|returned \d+\(.*errno|No route to host|Connection refused|Connection reset|socketPollConnect"
             r"|socketStartConnect", re.I),
-        Code.CONNECT_FAILED, "connection between ranks failed{on} ({times}): {first_two}",
+        Code.CONNECT_FAILED, "connect",
         # the interfaces the log shows refine this one (errorfindings._connect_fix): a virtual one, the one set
         (Fix(DEFAULT_FIX, "make sure the nodes reach each other on the interface NCCL uses (ping the peer "
                           "address, check firewalls/security groups) and pin it with "
@@ -118,7 +119,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule(
         Category.CUDA,
         _rx(r"Cuda failure|CUDA error|Failed to CUDA|cuda\w* failed|out of memory|unhandled cuda", re.I),
-        Code.CUDA_ERROR, "CUDA failure inside NCCL{on} ({times}): {first}",
+        Code.CUDA_ERROR, "cuda",
         # first match wins: "illegal memory access" names memory but is no allocation
         (Fix("illegal", "a kernel on this rank touched memory it does not own (model code, a custom kernel, or a "
                         "faulty GPU): rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel, and check `nvidia-smi -q` "
@@ -131,14 +132,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
                           "CUDA compat)"))),
     ErrorRule(
         Category.VERSION_MISMATCH, _rx(r"Mismatched NCCL version|NCCL version mismatch"), Code.NCCL_VERSION_MISMATCH,
-        "NCCL reported mismatched versions between ranks{on}",
+        "version-mismatch",
         (Fix(DEFAULT_FIX, "install the same NCCL on every node (one container image / one nvidia-nccl wheel)"),)),
     ErrorRule(
         Category.NCCL_ERROR,
         _rx(r"Failed to execute operation|internal error|system error|remote error|\bInvalid\b|Duplicate GPU"
             r"|does not loop back|does not contain rank|Bootstrap Root|network .* not found"
             r"|Failed to initialize any NET plugin|Unrecognized|No algorithm/protocol|Timeout|timed out|abort", re.I),
-        Code.NCCL_ERROR, "NCCL failed{on} ({times}): {kinds}{retcodes}",
+        Code.NCCL_ERROR, "nccl-error",
         (Fix("ifname", "find the first WARN line of the first failing rank; "
                        "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV", ("family", "Internal check"),
              if_ifname="NCCL_SOCKET_IFNAME={ifname} probably names no interface with an address on this node "

@@ -3,10 +3,12 @@ differ only by the node they came from, naming the nodes as one compact hostlist
 and writes rank lists as ranges. On 1,024 nodes the same WARN on 300 of them is one finding, not 300.
 
 Findings are the same problem when their code, severity, template and parameters agree, and where they are
-but for the node (its host, and its rank, log file and line unless the template names them): the merged
-finding renders its template again with the nodes' hostlist as its host. A finding of free text (no template)
-merges only with the same message and fix, word for word; the English is never edited (but for the NCCL log
-findings, until they are templates too: ``hostnames.py``).
+but for the node (its host, and its rank, log file and line unless the template names them), and a fix that is
+no template of theirs is the same text: the merged finding renders its template again with the nodes'
+hostlist as its host. That holds for the NCCL log findings too: each node parses its own log, and those that
+name the node read it from their template's ``{host}`` (``logs/diagnosis/hosted.py``). A finding of free text
+(no template) merges only with the same message and fix, word for word; the English is never edited, so a
+host name inside another word (``gpu1`` in ``gpu10``) can never be rewritten.
 """
 
 from __future__ import annotations
@@ -14,33 +16,28 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import TypeVar
 
-from nccl_doctor.preflight.hostnames import HOST_MARK, LOG_CODES, without_host
+from nccl_doctor.codes import CODES
 from nccl_doctor.report import Finding, Where, hosts_text
 
 T = TypeVar("T")
 PER_NODE = ("rank", "file", "line")  # where a finding is on its node: no part of the problem, unless its text says it
 
 
-def _key(node: str, f: Finding) -> Hashable:
-    """What makes two nodes' findings the same problem (``node``: the node that sent ``f``)."""
+def _key(f: Finding) -> Hashable:
+    """What makes two nodes' findings the same problem."""
     w = f.where
     place = (str(f.code), f.severity.value, w.comm, w.iface, w.device)
     if f.template is not None:
         names = f.template_names()
-        return (*place, f.template, f.params, tuple(getattr(w, n) if n in names else None for n in PER_NODE))
-    if _log_text(f):
-        own = _own_names(node, f)
-        return (*place, None, without_host(f.message, own), without_host(f.fix, own))
+        fix = None if _fix_templated(f) else f.fix  # a fix given as text (no template) is part of the problem
+        return (*place, f.template, f.params, tuple(getattr(w, n) if n in names else None for n in PER_NODE), fix)
     return (*place, None, f.message, f.fix)
 
 
-def _log_text(f: Finding) -> bool:
-    return f.template is None and str(f.code).startswith(LOG_CODES)
-
-
-def _own_names(node: str, f: Finding) -> list[str]:
-    """The names a node's finding may call it by: its own host, and the node's."""
-    return [n for n in {f.where.host or node, node} if n]
+def _fix_templated(f: Finding) -> bool:
+    """Whether ``f``'s fix is rendered from its template (so its parameters already say it)."""
+    known = CODES.get(f.code)
+    return known is not None and f.template is not None and f.template in known.text.fixes
 
 
 def group_findings(items: Iterable[tuple[str, Finding]]) -> list[Finding]:
@@ -50,7 +47,7 @@ def group_findings(items: Iterable[tuple[str, Finding]]) -> list[Finding]:
     node's evidence as the example."""
     groups: dict[Hashable, list[tuple[str, Finding]]] = {}
     for node, f in items:
-        groups.setdefault(_key(node, f), []).append((node, f))
+        groups.setdefault(_key(f), []).append((node, f))
     return [_merged(members) for members in groups.values()]
 
 
@@ -63,17 +60,7 @@ def _merged(members: list[tuple[str, Finding]]) -> Finding:
     file = _common(f.where.file for _, f in members)
     where = _at(w, host=names, rank=_common(f.where.rank for _, f in members), file=file,
                 line=_common(f.where.line for _, f in members) if file else None)
-    return _log_text_merged(node, first, where) if _log_text(first) else first.rerendered(where=where)
-
-
-def _log_text_merged(node: str, first: Finding, where: Where) -> Finding:
-    """A free-text log finding on several nodes: the first node's own name in its text replaced by the
-    hostlist (``hostnames.py``, transitional)."""
-    own, names = _own_names(node, first), where.host or ""
-    message = (without_host(first.message, own) or "").replace(HOST_MARK, names)
-    fix = without_host(first.fix, own)
-    return Finding(code=first.code, severity=first.severity, message=message,
-                   fix=fix.replace(HOST_MARK, names) if fix else first.fix, where=where, evidence=first.evidence)
+    return first.rerendered(where=where)
 
 
 def _at(where: Where, *, host: str, rank: int | None, file: str | None, line: int | None) -> Where:

@@ -12,7 +12,9 @@ This module holds ``diagnose`` and the findings about transports, versions, warn
 from __future__ import annotations
 
 from nccl_doctor.codes import Code
+from nccl_doctor.codes.text import DEFAULT_VARIANT
 from nccl_doctor.logs.diagnosis.errorfindings import behind_finding, error_findings, trace_finding, watchdog_findings
+from nccl_doctor.logs.diagnosis.hosted import host_finding, hosts_finding
 from nccl_doctor.logs.diagnosis.limits import limits_finding
 from nccl_doctor.logs.diagnosis.transports import (
     InterNode,
@@ -90,14 +92,12 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
     elif t == Transport.OFI and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
         prov = ", ".join(r.ofi_providers)
         said = fact_lines(r, *(f"{Fact.OFI_}{p}" for p in r.ofi_providers))
-        on = on_hosts(set().union(*(r.fact_hosts.get(f"{Fact.OFI_}{p}", set()) for p in r.ofi_providers)))
-        out.append(finding(
-            code=Code.OFI_PROVIDER_NOT_EFA, severity=Severity.FAIL,
-            message=f"aws-ofi-nccl selected libfabric provider '{prov}', not 'efa'{on}: "
-                    "inter-node traffic runs over TCP",
+        on = set().union(*(r.fact_hosts.get(f"{Fact.OFI_}{p}", set()) for p in r.ofi_providers))
+        out.append(hosts_finding(
+            Code.OFI_PROVIDER_NOT_EFA, Severity.FAIL, DEFAULT_VARIANT, hosts=on, provider=prov,
             fix="check the EFA device with `fi_info -p efa` (EFA driver, security group allowing all traffic "
                 "to itself); set FI_PROVIDER=efa so a missing EFA fails loudly",
-            **where_of(said[0] if said else None, host=host), evidence=quoted(said + lines)))
+            where=where_of(said[0] if said else None, host=host), evidence=quoted(said + lines)))
     elif t == Transport.UNKNOWN:
         ev = any_line(r)
         out.append(finding(
@@ -142,12 +142,15 @@ def _socket_finding(r: ParseResult, lines: list[Evidence], comm: Comm | None, ho
             fix = ("NCCL found no usable RDMA device: run `ibstat` / `ibv_devinfo` (ports must be ACTIVE), make sure "
                    "the container sees /dev/infiniband and has libibverbs plus the provider (rdma-core, libmlx5)")
         first = r.ib_no_device.get(no_dev[0]) if no_dev else (lines[0] if lines else None)
+        where = where_of(first, comm, no_dev[0] if no_dev else host)
+        if hca and r.ib_no_device and not ib_disabled and no_dev and where.get("host") == no_dev[0]:
+            return host_finding(Code.SOCKET_FALLBACK, Severity.FAIL, "hca-no-port", where=where, hca=hca,
+                                signs="; ".join(signs), evidence=quoted(no_dev_lines + lines))
         return finding(
             code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
             message="inter-node traffic uses TCP sockets (NET/Socket) although the nodes have RDMA: "
                     f"{'; '.join(signs)}",
-            fix=fix, **where_of(first, comm, no_dev[0] if no_dev else host),
-            evidence=quoted(no_dev_lines + lines))
+            fix=fix, **where, evidence=quoted(no_dev_lines + lines))
     ofi = [g.first for g in r.warnings.values() if "NET/OFI" in g.text and g.first][:1]
     if ib_disabled:
         why = (f"NCCL_IB_DISABLE={ib_disable} turned NCCL's IB/RoCE transport off, so the log cannot show "
@@ -217,11 +220,29 @@ def _socket_beside_rdma(r: ParseResult, label: str) -> Finding | None:
     fix = ("these communicators chose another network than the rest: give every process the same NCCL_NET, "
            "NCCL_IB_DISABLE and NCCL_IB_HCA (and no netName in the ncclConfig_t of ncclCommInitRankConfig/"
            "ncclCommSplit), then compare `Using network` lines per host")
-    return finding(
-        code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
-        message=f"inter-node traffic of {which}{on_hosts(hosts)} uses TCP sockets (NET/Socket) "
-                f"while the rest of the job uses {label}{mixed_text}",
-        fix=fix, **where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]))
+    if mixed_text:
+        return _mixed_finding(which, hosts, label, mixed_text=mixed_text, families=comm_hosts_by_family(mixed[0], r),
+                              mixed=mixed[0].key, fix=fix, where=where_of(first, first_comm),
+                              evidence=quoted([ev for _, ev in shown[:2]]))
+    return hosts_finding(Code.SOCKET_FALLBACK, Severity.FAIL, "beside-rdma", hosts=hosts, which=which, label=label,
+                         fix=fix, where=where_of(first, first_comm), evidence=quoted([ev for _, ev in shown[:2]]))
+
+
+def _mixed_finding(which: str, hosts: set[str], label: str, *, mixed_text: str, families: dict[str, set[str]],
+                   mixed: str, fix: str, where: WhereArgs, evidence: tuple[str, ...]) -> Finding:
+    """ND102 for a communicator whose hops use RDMA and Socket: the hosts of each transport, free text; on a
+    node's own log (two transports, both its own) the template that names it, so preflight merges it."""
+    free = finding(code=Code.SOCKET_FALLBACK, severity=Severity.FAIL,
+                   message=f"inter-node traffic of {which}{on_hosts(hosts)} uses TCP sockets (NET/Socket) "
+                           f"while the rest of the job uses {label}{mixed_text}",
+                   fix=fix, **where, evidence=evidence)
+    own = {where.get("host")}
+    if hosts != own or len(families) != 2 or any(hs != own for hs in families.values()):
+        return free
+    family, other = sorted(families)
+    made = host_finding(Code.SOCKET_FALLBACK, Severity.FAIL, "beside-rdma-mixed", where=where, which=which,
+                        label=label, mixed=mixed, family=family, other=other, fix=fix, evidence=evidence)
+    return made if (made.message, made.fix) == (free.message, free.fix) else free
 
 
 def _socket_network_line(r: ParseResult, host: str) -> Evidence | None:
@@ -372,11 +393,10 @@ def _warning_findings(r: ParseResult) -> list[Finding]:
             fix = "connections to peers are retried: check routing/firewall on the interface NCCL uses"
         # NCCL gives CollNet/SHARP up and goes on over the point-to-point network: nothing degraded
         gave_up = collnet_setup(g.text or kind)
-        out.append(finding(code=Code.NCCL_WARNING, severity=Severity.PASS if gave_up else Severity.WARN,
-                           message=f"NCCL warning x{g.count}{on_hosts(g.hosts)}: {g.text or kind}"
-                                   + ("; NCCL went on without CollNet" if gave_up else ""),
-                           fix=fix, **group_where(g, host=first_host(g)),
-                           evidence=group_evidence([g], 2)))
+        out.append(hosts_finding(Code.NCCL_WARNING, Severity.PASS if gave_up else Severity.WARN, DEFAULT_VARIANT,
+                                 hosts=g.hosts, count=g.count, text=g.text or kind,
+                                 went_on="; NCCL went on without CollNet" if gave_up else "",
+                                 fix=fix, where=group_where(g, host=first_host(g)), evidence=group_evidence([g], 2)))
     return out
 
 

@@ -3,14 +3,12 @@ the rows of ``logs/errorrules.py``), error-code traces, watchdog timeouts and th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from nccl_doctor.codes import Code
+from nccl_doctor.logs.diagnosis.hosted import hosts_finding
 from nccl_doctor.logs.diagnosis.where import (
     first_host,
     group_evidence,
     group_where,
-    on_hosts,
     quoted,
     ranks_text,
     setting,
@@ -44,13 +42,12 @@ def error_findings(r: ParseResult) -> list[Finding]:
         hosts = set().union(*(g.hosts for g in groups))
         ranks = set().union(*(g.ranks for g in groups))
         first = groups[0]
-        message = rule.message.format(**_message_fields(rule, cls, groups, count=count, hosts=hosts, r=r))
-        if ranks:
-            message += f" ({ranks_text(ranks)})"
-        out.append(finding(rule.code, Severity.FAIL, message, _fix_text(rule, cls, r),
-                           evidence=group_evidence(groups),
-                           **group_where(first, host=first_host(first),
-                                         rank=min(first.ranks) if first.ranks else None)))
+        fields = _message_fields(rule, cls, groups, count=count, r=r)
+        out.append(hosts_finding(rule.code, Severity.FAIL, rule.variant, hosts=hosts, fix=_fix_text(rule, cls, r),
+                                 evidence=group_evidence(groups),
+                                 where=group_where(first, host=first_host(first),
+                                                   rank=min(first.ranks) if first.ranks else None),
+                                 ranks=f" ({ranks_text(ranks)})" if ranks else "", **fields))
     return out
 
 
@@ -59,15 +56,15 @@ SHOWN_RETCODES = 3  # return codes an nccl-error finding names
 SHOWN_KINDS = 3  # distinct messages an nccl-error finding quotes
 
 
-def _message_fields(rule: ErrorRule, cls: str, groups: list[Group], *, count: int, hosts: Iterable[str],
-                    r: ParseResult) -> dict[str, str]:
-    """What a row's message template may name: where and how often, the texts, the IB status, return codes."""
+def _message_fields(rule: ErrorRule, cls: str, groups: list[Group], *, count: int, r: ParseResult) -> dict[str, str]:
+    """What a row's message template may name besides its hosts and ranks: how often, the texts, the IB status,
+    return codes."""
     shown = [g.text or g.kind for g in groups]
     status = cls if rule.by == FixBy.STATUS else ""
     vendor = sorted({g.detail["vendor_err"] for g in groups if "vendor_err" in g.detail})
     codes = [RETCODES[c] for c, _ in r.retcodes.most_common() if c in RETCODES]
     return {
-        "on": on_hosts(hosts), "times": plural(count, "time"), "first": shown[0], "first_two": "; ".join(shown[:2]),
+        "times": plural(count, "time"), "first": shown[0], "first_two": "; ".join(shown[:2]),
         "kinds": "; ".join(dict.fromkeys(shown[:SHOWN_KINDS])),
         "status": f"status {status} = {IB_STATUS.get(status, 'see ibv_wc_status')}" if status else "status not printed",
         "vendor": f", vendor err {', '.join(vendor)}" if vendor else "",
@@ -117,11 +114,10 @@ def trace_finding(r: ParseResult) -> Finding | None:
     names = ", ".join(f"{RETCODES.get(c, f'code {c}')} x{n}" for c, n in codes[:3])
     ev = r.facts.get(Fact.RETCODE)
     hosts = r.fact_hosts.get(Fact.RETCODE, ())
-    return finding(code=Code.NCCL_ERROR, severity=Severity.FAIL,
-                   message=f"NCCL calls returned errors{on_hosts(hosts)}: {names}",
-                   fix="find the first NCCL WARN of the first failing rank "
-                       "(rerun with NCCL_DEBUG=INFO if none is shown)",
-                   **where_of(ev), evidence=quoted([ev] if ev else []))
+    return hosts_finding(Code.NCCL_ERROR, Severity.FAIL, "trace", hosts=hosts, names=names,
+                         fix="find the first NCCL WARN of the first failing rank "
+                             "(rerun with NCCL_DEBUG=INFO if none is shown)",
+                         where=where_of(ev), evidence=quoted([ev] if ev else []))
 
 
 def watchdog_findings(r: ParseResult) -> list[Finding]:
