@@ -9,13 +9,15 @@ import hostlist
 import pytest
 
 from nccl_doctor.codes import Code
+from nccl_doctor.codes.parse import ON_HOST
+from nccl_doctor.codes.text import DEFAULT_VARIANT
 from nccl_doctor.drain import drain_on_fail
 from nccl_doctor.node import compare
 from nccl_doctor.preflight.groups import group_findings, rank_ranges
 from nccl_doctor.preflight.plan import NodePlan
 from nccl_doctor.preflight.verdict import RankState, rank_picture
 from nccl_doctor.render import EVIDENCE_SHOWN, render_json
-from nccl_doctor.report import Report, Severity, finding
+from nccl_doctor.report import Report, Severity, finding, templated
 from tests.helpers import fleet
 from tests.helpers.fleet import FAULTY, GDR_OFF, LOST, MISSING, OLD, PORT_DOWN, SOCKET, STUCK
 from tests.unit.test_drain import FAKE_SCONTROL, calls
@@ -104,14 +106,16 @@ def test_drain_on_fail_drains_every_node_a_merged_failure_names(at_1024, tmp_pat
 
 # --- the pieces, at their own limits ------------------------------------------------------------------
 def test_three_hundred_nodes_with_one_problem_are_one_finding_and_one_node_keeps_its_own():
-    """The node's own name in a message (``on gpu0007``) is the only difference: merged, the message names
-    the hostlist; a name inside another (gpu0001 in gpu00010) is not the node's."""
+    """The node's own name in a message (``on gpu0007``, its template's ``{host}``) is the only difference:
+    merged, the message names the hostlist; a name inside the quoted text (gpu00010) is never rewritten,
+    since merging reads parameters, not English."""
     nodes = [f"gpu{i:04d}" for i in range(1, 301)]
-    items = [(h, finding(Code.NCCL_WARNING, Severity.WARN, f"NCCL warning x2 on {h}: retrying (gpu00010)",
-                         f"check {h}", host=h, file=f"/tmp/{h}.log", line=3)) for h in nodes]
+    items = [(h, templated(Code.NCCL_WARNING, Severity.WARN, DEFAULT_VARIANT + ON_HOST, fix="check the fabric",
+                           host=h, file=f"/tmp/{h}.log", line=3, count=2, text="retrying (gpu00010)", went_on=""))
+             for h in nodes]
     [f] = group_findings(items)
     assert f.where.host == "gpu[0001-0300]" and f.where.file is None and f.where.line is None
-    assert f.message == "NCCL warning x2 on gpu[0001-0300]: retrying (gpu00010)" and f.fix == "check gpu[0001-0300]"
+    assert f.message == "NCCL warning x2 on gpu[0001-0300]: retrying (gpu00010)" and f.fix == "check the fabric"
     # one node: its finding as it was; a finding with no host gets its node's
     [one] = group_findings(items[:1])
     assert one == items[0][1]
