@@ -25,17 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: tests.helpers from this checkout
 
 from tests.helpers import sysfs_builder  # noqa: E402
-
-SPECS = ("dgx_h100", "roce_node", "p5_node", "cloud_vm", "degraded_ib")
-ENVS: dict[str, dict[str, str]] = {
-    "plain": {},
-    "ifname-typo": {"NCCL_SOCKET_IFNAME": "eht0", "NCCL_IB_HCA": "mlx5_0,mlx5_9", "NCCL_DEBUG": "info"},
-    "ibdisable": {"NCCL_IB_DISABLE": "1", "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "=eth"},
-    "odd": {"NCCL_P2P_DISABLE": "1", "NCCL_NET_GDR_LEVEL": "abc", "NCCL_SOCKET_IFNAME": "^docker,lo",
-            "NCCL_NCHANELS": "4"},
-}
-BAD_INPUTS = {"bad-parse": ["parse", "/nonexistent"], "bad-bench": ["bench", "--ops", ""],
-              "bad-preflight": ["preflight", "--nodes", "x"]}
+from tests.helpers.golden_cases import BAD_INPUTS, SPECS  # noqa: E402
+from tests.helpers.golden_cases import PROBE_ENVS as ENVS  # noqa: E402
 
 
 class Capture:

@@ -32,22 +32,13 @@ if __name__ == "__main__":  # run as a script: this checkout's tests.helpers and
 import pytest  # noqa: E402 (after the path, when run as a script)
 
 from tests.helpers import sysfs_builder  # noqa: E402
+from tests.helpers.golden_cases import BAD_INPUTS, PROBE_ENVS, SPECS  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "golden"
 FIXTURES = ROOT / "fixtures"
 WIDTH = "160"
 BASE_ENV = {"COLUMNS": WIDTH, "NO_COLOR": "1", "HOME": "/root", "LANG": "C.UTF-8"}
 
-SPECS = ("dgx_h100", "roce_node", "p5_node", "cloud_vm", "degraded_ib")
-PROBE_ENVS: dict[str, dict[str, str]] = {
-    "plain": {},
-    "ifname-typo": {"NCCL_SOCKET_IFNAME": "eht0", "NCCL_IB_HCA": "mlx5_0,mlx5_9", "NCCL_DEBUG": "info"},
-    "ibdisable": {"NCCL_IB_DISABLE": "1", "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "=eth"},
-    "odd": {"NCCL_P2P_DISABLE": "1", "NCCL_NET_GDR_LEVEL": "abc", "NCCL_SOCKET_IFNAME": "^docker,lo",
-            "NCCL_NCHANELS": "4"},
-}
-BAD_INPUTS = {"bad-parse": ["parse", "/nonexistent"], "bad-bench": ["bench", "--ops", ""],
-              "bad-preflight": ["preflight", "--nodes", "x"], "bad-plan": ["plan", "--params", "lots"]}
 PLANS = {
     "plan-70b-16x8": ["plan", "--params", "70B", "--nodes", "16", "--gpus-per-node", "8",
                       "--intra-gbps", "360", "--inter-gbps", "45"],

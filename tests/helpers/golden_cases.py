@@ -1,0 +1,15 @@
+"""The inputs both golden runs use: the suite's exact-output test (``tests/unit/test_golden.py``) and the
+two-checkout diff (``tools/capture_outputs.py``), so the two never drift apart."""
+
+from __future__ import annotations
+
+SPECS = ("dgx_h100", "roce_node", "p5_node", "cloud_vm", "degraded_ib")  # sysfs_builder's node trees
+PROBE_ENVS: dict[str, dict[str, str]] = {
+    "plain": {},
+    "ifname-typo": {"NCCL_SOCKET_IFNAME": "eht0", "NCCL_IB_HCA": "mlx5_0,mlx5_9", "NCCL_DEBUG": "info"},
+    "ibdisable": {"NCCL_IB_DISABLE": "1", "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "=eth"},
+    "odd": {"NCCL_P2P_DISABLE": "1", "NCCL_NET_GDR_LEVEL": "abc", "NCCL_SOCKET_IFNAME": "^docker,lo",
+            "NCCL_NCHANELS": "4"},
+}
+BAD_INPUTS = {"bad-parse": ["parse", "/nonexistent"], "bad-bench": ["bench", "--ops", ""],
+              "bad-preflight": ["preflight", "--nodes", "x"], "bad-plan": ["plan", "--params", "lots"]}
