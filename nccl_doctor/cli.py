@@ -24,7 +24,7 @@ from nccl_doctor import __version__
 from nccl_doctor.errors import DoctorError
 from nccl_doctor.files import check_output, location, stream_target, write_file
 from nccl_doctor.outcome import CommandModule, Listing, Outcome
-from nccl_doctor.outputs import FORMATS, OUTPUTS, OutputFormat, OutputOptions, to_output
+from nccl_doctor.outputs import FORMATS, OUTPUTS, Output, OutputFormat, OutputOptions, to_output
 from nccl_doctor.render import make_console, render_text
 from nccl_doctor.report import Report, exit_code
 from nccl_doctor.text import printable
@@ -147,11 +147,17 @@ def _write_stdout(write: Callable[[], object]) -> None:
 def emit(report: Report, command: str, output: OutputOptions, inputs: tuple[Path, ...]) -> int:
     """Render to stdout first (the report is never lost), then each file the table names. The exit code is
     the verdict's; a file that cannot be written raises ``DoctorError``."""
-    _write_stdout(lambda: sys.stdout.write(to_output(OutputFormat.JSON).render(report, output))
+    texts: dict[OutputFormat, str] = {}
+
+    def text(out: Output) -> str:  # each format rendered once: --format json and --json-out share the text
+        if out.name not in texts:
+            texts[out.name] = out.render(report, output)
+        return texts[out.name]
+
+    _write_stdout(lambda: sys.stdout.write(text(to_output(OutputFormat.JSON)))
                   if output.format == "json" else render_text(report, make_console(sys.stdout)))
     for out, path in output.written():
-        write_output(path, out.render(report, output), inputs=inputs,
-                     private=out.private and command in PRIVATE_REPORTS)
+        write_output(path, text(out), inputs=inputs, private=out.private and command in PRIVATE_REPORTS)
     return exit_code(report, strict=output.strict)
 
 

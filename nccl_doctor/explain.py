@@ -18,7 +18,7 @@ from typing import Any
 from nccl_doctor.codes import CODES, Code
 from nccl_doctor.errors import InputError
 from nccl_doctor.outcome import Listing, Outcome
-from nccl_doctor.outputs import OutputFormat, OutputOptions, to_output
+from nccl_doctor.outputs import OutputOptions, refuse_report_files
 
 WIDTH = 100  # the wrapped paragraphs of one code (terminal width does not change the text)
 INDENT = "  "
@@ -33,7 +33,6 @@ RANGES = {  # a code's hundreds digit: the command that raises it (codes/__init_
     "5": "plan: the FSDP/HSDP mesh measured bandwidth recommends",
 }
 SLUGS: dict[str, Code] = {c.slug: c for c in Code}
-REFUSED = (OutputFormat.JUNIT, OutputFormat.PROM)  # a report's outputs: refused, never silently left unwritten
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,9 +65,7 @@ def inputs(options: ExplainOptions) -> tuple[Path, ...]:
 
 
 def run(options: ExplainOptions) -> Outcome:
-    for kind in REFUSED:
-        if options.output.file(kind) is not None:
-            raise InputError(f"explain has no findings to write to {to_output(kind).flag}: drop it")
+    refuse_report_files(options.output, "explain has no findings to write to {flag}: drop it")
     if options.code is None:
         return Outcome.of_listing(code_list())
     return Outcome.of_listing(code_entry(find_code(options.code)))

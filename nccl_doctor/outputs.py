@@ -90,6 +90,15 @@ def to_output(kind: OutputFormat) -> Output:  # noqa: RET503 - ruff cannot see t
 
 
 OUTPUTS: tuple[Output, ...] = tuple(to_output(kind) for kind in OutputFormat)
+LISTING_FILES = frozenset({OutputFormat.JSON})  # what a listing (explain, parse --explain-unknown) can write
+
+
+def refuse_report_files(options: OutputOptions, message: str) -> None:
+    """A listing has no findings: a report-only file (``--junit-out``, ``--prom-out``) is refused, never silently
+    left unwritten. ``message`` names the flag as ``{flag}``."""
+    for out, _ in options.written():
+        if out.name not in LISTING_FILES:
+            raise InputError(message.format(flag=out.flag))
 
 
 @dataclass(frozen=True, kw_only=True)

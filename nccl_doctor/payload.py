@@ -14,11 +14,14 @@ package (``prom`` sits below them all).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, TypeAlias, runtime_checkable
+from dataclasses import fields
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 Json: TypeAlias = "str | int | float | bool | Sequence[Json] | Mapping[str, Json] | None"
 JsonObject: TypeAlias = "Mapping[str, Json]"
-ENVELOPE = ("schema_version", "tool", "tool_version", "command", "verdict", "summary", "could_not_run", "findings")
+# the report's own keys (``drain``: what --drain-on-fail did, written after the payload)
+ENVELOPE = ("schema_version", "tool", "tool_version", "command", "verdict", "summary", "could_not_run", "drain",
+            "findings")
 
 
 class Payload(Protocol):
@@ -27,6 +30,15 @@ class Payload(Protocol):
     def to_json(self) -> JsonObject:
         """The payload's keys, in their documented order; none of them an ``ENVELOPE`` key."""
         ...
+
+
+class FieldsJson:
+    """The ``to_json`` of a dataclass payload whose fields are its JSON keys, in their declared order: a mixin
+    with no fields of its own, so each payload's fields (and the JSON's key order) stay as it declares them."""
+
+    def to_json(self) -> JsonObject:
+        record: Any = self  # a dataclass: fields() reads what it declares
+        return {f.name: getattr(self, f.name) for f in fields(record)}
 
 
 @runtime_checkable

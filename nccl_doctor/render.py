@@ -108,7 +108,7 @@ def report_dict(report: Report) -> dict[str, Any]:
     }
     if report.could_not_run:
         doc["could_not_run"] = printable(report.could_not_run)
-    body = dict(report.data)
+    body = report.payload.to_json() if report.payload is not None else {}
     clash = envelope_clash(body)
     if clash:
         raise ValueError(f"the {report.command} payload writes the report's own key {clash[0]!r}")

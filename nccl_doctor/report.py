@@ -102,7 +102,7 @@ class Where:
 
 
 _WHERE_TEXTS = ("host", "comm", "iface", "device", "file")  # the fields of a ``Where`` that hold input text
-WHERE_FIELDS = ("host", "rank", "comm", "iface", "device", "file", "line")  # templates read them; no param repeats one
+WHERE_FIELDS = tuple(f.name for f in fields(Where))  # templates read them; no param repeats one
 
 ParamValue = str | int | float | None
 Params = tuple[tuple[str, ParamValue], ...]  # a finding's parameters, sorted by name: hashable, comparable
@@ -274,7 +274,7 @@ class Report:
     def data(self) -> JsonObject:
         """The command's JSON keys, as the report writes them after its envelope (read-only; a command sets
         ``payload``): the Python API's way to read what ``parse`` found, say."""
-        return MappingProxyType(dict(self.payload.to_json()) if self.payload is not None else {})  # writes fail loudly
+        return MappingProxyType(self.payload.to_json() if self.payload is not None else {})  # writes fail loudly
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)

@@ -6,20 +6,15 @@ CUDA cannot serve the ranks). Each writes its keys in the order the report has a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
-from nccl_doctor.payload import JsonObject
+from nccl_doctor.payload import FieldsJson, JsonObject
 
 LOCALISATION = "localisation"  # preflight reports it beside the bench document, not inside it
 
 
-def _in_order(payload: object) -> JsonObject:
-    """A dataclass payload's fields as JSON keys, in their declared order."""
-    return {f.name: getattr(payload, f.name) for f in fields(payload)}  # type: ignore[arg-type]
-
-
 @dataclass(frozen=True, kw_only=True)
-class BenchPayload:
+class BenchPayload(FieldsJson):
     """A measured run: what was run where, every measurement, each node's figure and the pair pass."""
 
     backend: str
@@ -34,9 +29,6 @@ class BenchPayload:
     localisation: JsonObject  # the slow node's localisation, or {"skipped": why}
     skipped_groups: Sequence[str]
 
-    def to_json(self) -> JsonObject:
-        return _in_order(self)
-
     @property
     def bench_figures(self) -> JsonObject:
         return self.to_json()
@@ -47,7 +39,7 @@ class BenchPayload:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BenchBlocked:
+class BenchBlocked(FieldsJson):
     """The probe found the backend's interface settings cannot work: nothing launched."""
 
     stage: str
@@ -56,12 +48,9 @@ class BenchBlocked:
     nodes: Sequence[JsonObject] = field(default_factory=list)
     localisation: JsonObject = field(default_factory=dict)
 
-    def to_json(self) -> JsonObject:
-        return _in_order(self)
-
 
 @dataclass(frozen=True, kw_only=True)
-class BenchLaunchFailed:
+class BenchLaunchFailed(FieldsJson):
     """The workers failed, or the run hit its deadline, in ``stage``."""
 
     stage: str
@@ -73,12 +62,9 @@ class BenchLaunchFailed:
     localisation: JsonObject = field(default_factory=dict)
     worker_log: str | None = None
 
-    def to_json(self) -> JsonObject:
-        return _in_order(self)
-
 
 @dataclass(frozen=True, kw_only=True)
-class BenchStageFailed:
+class BenchStageFailed(FieldsJson):
     """A stage failed on a rank; the ranks that never reached it."""
 
     stage: str
@@ -89,12 +75,9 @@ class BenchStageFailed:
     worker_log: str | None = None
     localisation: JsonObject = field(default_factory=dict)
 
-    def to_json(self) -> JsonObject:
-        return _in_order(self)
-
 
 @dataclass(frozen=True, kw_only=True)
-class BenchCudaUnusable:
+class BenchCudaUnusable(FieldsJson):
     """GPUs were expected and CUDA cannot serve this node's ranks (ND313): nothing ran."""
 
     stage: str
@@ -105,5 +88,3 @@ class BenchCudaUnusable:
     localisation: JsonObject = field(default_factory=dict)
     worker_log: str | None = None
 
-    def to_json(self) -> JsonObject:
-        return _in_order(self)

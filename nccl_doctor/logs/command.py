@@ -14,7 +14,7 @@ from nccl_doctor.logs.parse.api import no_nccl_message, parse_paths
 from nccl_doctor.logs.parse.parallel import default_jobs, parse_paths_parallel
 from nccl_doctor.logs.parse.reader import STDIN
 from nccl_doctor.outcome import Outcome
-from nccl_doctor.outputs import OutputFormat
+from nccl_doctor.outputs import refuse_report_files
 
 OPTIONS = ParseOptions
 
@@ -56,9 +56,8 @@ def run(options: ParseOptions) -> Outcome:
 
 def _explain_unknown(options: ParseOptions) -> Outcome:
     """``parse --explain-unknown``: a listing, exit 0 (2 when the input has no NCCL line; a listing has no
-    findings, so ``--junit-out`` is refused)."""
-    if options.output.file(OutputFormat.JUNIT):
-        raise InputError("--junit-out: --explain-unknown lists lines, it has no test results to write")
+    findings, so ``--junit-out`` and ``--prom-out`` are refused)."""
+    refuse_report_files(options.output, "{flag}: --explain-unknown lists lines, it has no findings to write")
     catalog = load()
     found = explain_unknown(options.paths, catalog)
     if found.nccl_lines == 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from nccl_doctor.logs.diagnosis.transports import (
@@ -21,7 +21,7 @@ from nccl_doctor.logs.diagnosis.where import all_ranks, ranges
 from nccl_doctor.logs.parse.commlines import UNIDENTIFIED
 from nccl_doctor.logs.parse.model import Comm, Group, ParseResult
 from nccl_doctor.logs.parse.patterns import RETCODES
-from nccl_doctor.payload import JsonObject
+from nccl_doctor.payload import FieldsJson, JsonObject
 from nccl_doctor.report import Report, Table, plural
 
 MAX_TABLE_ROWS = 40  # communicators shown one per row; more are grouped by what they have in common
@@ -33,7 +33,7 @@ MAX_SKIPPED_NAMED = 5  # skipped files a note names
 
 
 @dataclass(frozen=True, kw_only=True)
-class ParsePayload:
+class ParsePayload(FieldsJson):
     """``parse``'s JSON keys, in their order (``docs/parse.md``); the sub-documents stay JSON objects."""
 
     inter_node: JsonObject  # transport, gdr, evidence: what preflight reports per node
@@ -56,8 +56,6 @@ class ParsePayload:
     lines: int
     nccl_lines: int
 
-    def to_json(self) -> JsonObject:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class InterNodeSummary(TypedDict):

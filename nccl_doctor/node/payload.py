@@ -5,13 +5,13 @@ read only by people and dashboards, from the JSON."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from nccl_doctor.payload import Json, JsonObject
+from nccl_doctor.payload import FieldsJson, Json, JsonObject
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProbePayload:
+class ProbePayload(FieldsJson):
     """One node's probe; its fields in the JSON's order."""
 
     host: str
@@ -30,5 +30,3 @@ class ProbePayload:
     conf_files: Json
     exports: Sequence[str]  # the recommended exports, one shell line each
 
-    def to_json(self) -> JsonObject:
-        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -52,14 +52,9 @@ class PreflightPayload:
 
     def set_result(self, data: Mapping[str, Any]) -> None:
         """Rank 0's result (``RankResult.data``, checked by ``protocol``): the keys it has, in their order."""
-        if "backend" in data:
-            self.backend = data["backend"]
-        if "bench" in data:
-            self.bench = data["bench"]
-        if "localisation" in data:
-            self.localisation = data["localisation"]
-        if "fsdp_smoke" in data:
-            self.fsdp_smoke = data["fsdp_smoke"]
+        for name in RESULT_KEYS:
+            if name in data:
+                setattr(self, name, data[name])
 
     @property
     def bench_figures(self) -> JsonObject | None:
