@@ -111,3 +111,12 @@ def test_the_listing_goes_through_the_cli_to_json_out_and_refuses_junit(capsys, 
     rc, out, err = _run(capsys, FIXTURE, "--junit-out", tmp_path / "unknown.xml")
     assert rc == 2 and out == "" and "--junit-out" in err
     assert not (tmp_path / "unknown.xml").exists()
+
+
+def test_the_listing_refuses_prom_out_rather_than_leave_it_unwritten(capsys, tmp_path):
+    """``--prom-out`` with ``--explain-unknown`` once exited 0 and wrote nothing: a listing has no findings to
+    count, so the flag is refused as ``--junit-out`` is, naming itself."""
+    rc, out, err = _run(capsys, FIXTURE, "--prom-out", tmp_path / "unknown.prom")
+    assert rc == 2 and out == ""
+    assert "--prom-out: --explain-unknown lists lines, it has no findings to write" in err
+    assert not (tmp_path / "unknown.prom").exists()
