@@ -66,13 +66,9 @@ class ErrorRule:
         return next((f for f in self.fixes if f.cls == cls), self.fixes[-1])
 
 
-def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
-
-
 ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule(
-        Category.IB_COMPLETION, _rx(r"Got completion|Unsupported completion status"), Code.IB_COMPLETION_ERROR,
+        Category.IB_COMPLETION, re.compile(r"Got completion|Unsupported completion status"), Code.IB_COMPLETION_ERROR,
         "ib-completion",
         (Fix("12", "the peer stopped answering over the fabric: check both ports with `ibstat` / `ibdiagnet` "
                    "(link flaps, cable), for RoCE the GID index (`show_gids`; NCCL_IB_GID_INDEX=3 is the usual "
@@ -86,7 +82,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         by=FixBy.STATUS),
     ErrorRule(
         Category.VERBS,
-        _rx(r"\bibv_\w+ failed|Unable to open device|incompatible devices|Call to ibv_|ibv_\w+\(\) failed"),
+        re.compile(r"\bibv_\w+ failed|Unable to open device|incompatible devices|Call to ibv_|ibv_\w+\(\) failed"),
         Code.RDMA_VERBS_ERROR, "verbs",
         (Fix("memlock", "the locked-memory limit is too low: `ulimit -l` must print unlimited "
                         "(Slurm: PropagateResourceLimits; containers: --ulimit memlock=-1)", ("create_cq", "reg_mr")),
@@ -99,7 +95,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
                           "(must be unlimited)"))),
     ErrorRule(
         Category.NO_INTERFACE,
-        _rx(r"no socket interface found|No usable listening interface|no interface found|No IP interface found"
+        re.compile(r"no socket interface found|No usable listening interface|no interface found|No IP interface found"
             r"|No interface found in the same subnet", re.I),
         Code.NO_SOCKET_INTERFACE, "no-interface",
         (Fix(DEFAULT_FIX, "set NCCL_SOCKET_IFNAME to an interface that has an IP address (`ip -br addr`)",
@@ -107,7 +103,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
                        "`ip -br addr` and fix it"),)),
     ErrorRule(
         Category.CONNECT,
-        _rx(r"Connect(?:ion)? to .*(?:failed|refused|timed out)|\bConnect to \S|exceeded (?:retries|timeouts)"
+        re.compile(r"Connect(?:ion)? to .*(?:failed|refused|timed out)|\bConnect to \S|exceeded (?:retries|timeouts)"
             r"|Connection closed by|Call to (?:recv|send|accept|connect)\b.*failed|Socket recv failed"
             r"|returned \d+\(.*errno|No route to host|Connection refused|Connection reset|socketPollConnect"
             r"|socketStartConnect", re.I),
@@ -118,7 +114,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
                           "NCCL_SOCKET_IFNAME=<routable interface>"),)),
     ErrorRule(
         Category.CUDA,
-        _rx(r"Cuda failure|CUDA error|Failed to CUDA|cuda\w* failed|out of memory|unhandled cuda", re.I),
+        re.compile(r"Cuda failure|CUDA error|Failed to CUDA|cuda\w* failed|out of memory|unhandled cuda", re.I),
         Code.CUDA_ERROR, "cuda",
         # first match wins: "illegal memory access" names memory but is no allocation
         (Fix("illegal", "a kernel on this rank touched memory it does not own (model code, a custom kernel, or a "
@@ -131,12 +127,13 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
          Fix(DEFAULT_FIX, "check the GPU with `nvidia-smi` and the driver/CUDA versions (`nvidia-smi -q`, "
                           "CUDA compat)"))),
     ErrorRule(
-        Category.VERSION_MISMATCH, _rx(r"Mismatched NCCL version|NCCL version mismatch"), Code.NCCL_VERSION_MISMATCH,
+        Category.VERSION_MISMATCH, re.compile(r"Mismatched NCCL version|NCCL version mismatch"),
+        Code.NCCL_VERSION_MISMATCH,
         "version-mismatch",
         (Fix(DEFAULT_FIX, "install the same NCCL on every node (one container image / one nvidia-nccl wheel)"),)),
     ErrorRule(
         Category.NCCL_ERROR,
-        _rx(r"Failed to execute operation|internal error|system error|remote error|\bInvalid\b|Duplicate GPU"
+        re.compile(r"Failed to execute operation|internal error|system error|remote error|\bInvalid\b|Duplicate GPU"
             r"|does not loop back|does not contain rank|Bootstrap Root|network .* not found"
             r"|Failed to initialize any NET plugin|Unrecognized|No algorithm/protocol|Timeout|timed out|abort", re.I),
         Code.NCCL_ERROR, "nccl-error",

@@ -65,7 +65,6 @@ class Launcher:
     def __init__(self, args: PreflightOptions, plan: NodePlan, env: Mapping[str, str]):
         self.state = NodeState.start(args, plan, env)
         self.ranks = Ranks(self.state)
-        self.args = args  # fixed for the run, as in the state
 
     def say(self, msg: str) -> None:
         """Progress on stderr (a job log shows it interleaved with the report on stdout)."""
@@ -123,7 +122,7 @@ class Launcher:
         state = self.state
         state.timings[TOTAL] = round(state.elapsed(), 2)
         return decide(report, state.plan, stage, state.timings, measured_nothing=state.measured_nothing,
-                      strict=self.args.output.strict)
+                      strict=state.args.output.strict)
 
     def publish(self, outcome: NodeVerdict) -> None:
         """Node 0: tell every node the verdict, and wait (briefly) until they have read it."""

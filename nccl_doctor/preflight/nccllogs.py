@@ -7,7 +7,8 @@ from pathlib import Path
 
 from nccl_doctor.bench import Backend
 from nccl_doctor.codes import Code
-from nccl_doctor.logs import diagnose, parse_paths
+from nccl_doctor.logs.diagnosis.diagnose import diagnose
+from nccl_doctor.logs.parse.api import parse_paths
 from nccl_doctor.logs.view import ParsePayload
 from nccl_doctor.preflight.groups import group_findings, group_rows
 from nccl_doctor.preflight.protocol import LogSummary

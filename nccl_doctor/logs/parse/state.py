@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from nccl_doctor.logs.catalog.formats import says_recovery
 from nccl_doctor.logs.errorrules import WARN_PATTERNS
 from nccl_doctor.logs.parse.model import (
     MAX_GROUPS,
@@ -46,7 +47,6 @@ from nccl_doctor.logs.parse.warnsigns import (
     collnet_fallback,
     collnet_setup,
     fatal_beyond_rules,
-    recovery,
     teardown,
     transport_hint,
 )
@@ -149,7 +149,7 @@ def warn(st: ParserState, proc: Proc | None, msg: str, *, src: str = "", info: b
     if collnet_fallback(msg) and proc is not None:
         recover(st, proc)
     # "Call to connect returned ..., retrying": not fatal itself; nor the CollNet set-up NCCL gives up
-    retrying = (info and "retrying" in msg) or collnet_setup(msg) or recovery(msg)
+    retrying = (info and "retrying" in msg) or collnet_setup(msg) or says_recovery(msg)
     for category, rx in WARN_PATTERNS if not retrying else ():
         if rx.search(msg):
             if category in (Category.IB_COMPLETION, Category.VERBS):

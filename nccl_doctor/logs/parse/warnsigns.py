@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from nccl_doctor.logs.catalog.formats import Cls, says_recovery
+from nccl_doctor.logs.catalog.formats import Cls
 from nccl_doctor.logs.catalog.warnclass import warn_class
 
 IB_HINT = "IB"
@@ -89,11 +89,6 @@ def async_fatal(msg: str) -> bool:
 def collnet_fallback(msg: str) -> bool:
     """NCCL gave CollNet up and uses the point-to-point network: errors before it were recovered from."""
     return _COLLNET_FALLBACK_RE.search(msg) is not None
-
-
-def recovery(msg: str) -> bool:
-    """A WARN that says NCCL goes on: a retry, a fallback, a value ignored (``catalog.formats.says_recovery``)."""
-    return says_recovery(msg)
 
 
 def catalog_fatal(msg: str) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from nccl_doctor.logs import diagnose, parse_lines, parse_paths
@@ -15,3 +17,12 @@ def test_paths_and_lines_give_the_report_the_command_renders():
     assert from_paths.command == "parse"
     assert from_paths.verdict.value == from_lines.verdict.value == "pass"
     assert from_paths.data["inter_node"] == from_lines.data["inter_node"]
+
+
+def test_the_parse_half_loads_without_the_diagnose_half():
+    """A ``--jobs`` worker imports only the parse half: the package's API is loaded on first use, not by the
+    package itself (a fresh interpreter, so no other test's imports count)."""
+    code = ("import sys, nccl_doctor.logs.parse.parallel; "
+            "print(sorted(m for m in sys.modules if m.startswith(('nccl_doctor.logs.diagnosis', 'nccl_doctor.logs.view'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
