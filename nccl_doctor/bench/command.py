@@ -27,7 +27,14 @@ from nccl_doctor.bench.model import (
 )
 from nccl_doctor.bench.options import DEFAULT_GROUPS, DEFAULT_OPS, BenchOptions, parse_groups, parse_ops
 from nccl_doctor.bench.payload import BenchCudaUnusable
-from nccl_doctor.bench.view import ProgressPrinter, blocked_report, build_report, failure_report, launch_failed_report
+from nccl_doctor.bench.view import (
+    ProgressPrinter,
+    blocked_report,
+    build_report,
+    failure_report,
+    launch_failed_report,
+    overdue_report,
+)
 from nccl_doctor.cluster.net import check_rdzv_port, rdzv_port_origin
 from nccl_doctor.cluster.procs import die_with_parent
 from nccl_doctor.cluster.rankenv import RANK_SETTINGS, overridden
@@ -118,6 +125,9 @@ def run(options: BenchOptions) -> Outcome:
                       cpu=options.cpu)
     check_rdzv_port(cfg, rdzv_port_origin(options.rdzv_endpoint, os.environ, cfg.nnodes))
     outcome = self_launch(options.argv(), cfg)
+    overdue = outcome.overdue()
+    if overdue is not None:  # a rank's watchdog ended the run: it recorded the stage and who held it up
+        return Outcome.of(overdue_report(overdue, outcome, [*cfg.notes, *overridden(os.environ)]))
     code = outcome.final_code()
     if code is not None:
         return Outcome.exit(code)
@@ -149,13 +159,16 @@ def run_worker(options: BenchOptions, env: Mapping[str, str]) -> Outcome:
     if env is os.environ and not stage_file.managed:  # someone else's launcher: our launcher sets these itself
         notes += overridden(env)
         os.environ.update(RANK_SETTINGS)  # read by PyTorch and NCCL at init, below
+    stages = bw.Stages(rank, host, env, timeout_s=options.collective_timeout)  # init included (watchdog.py)
     try:
-        device = bw.init_from_env(timeout_s=options.collective_timeout, env=env, force_cpu=options.cpu)
+        device = bw.init_from_env(timeout_s=options.collective_timeout, env=env, force_cpu=options.cpu, stages=stages)
     except CudaUnusable as exc:  # each node's first rank reports it: the other nodes' ranks only wait in init
         return _finish(options, rank, stage_file, cuda_report(exc, host, env, notes), shared=False,
                        render=rank == 0 or env.get("LOCAL_RANK", "0") == "0", error=exc.reason)
-    except (RuntimeError, ValueError) as exc:
-        failed = failure_report(BenchFailure(Stage.INIT, [], [], str(exc)), host, env, notes)
+    except (RuntimeError, ValueError) as exc:  # NCCL's init errors too: the world communicator is made in init
+        stuck = stages.overdue(0.0)
+        failed = failure_report(BenchFailure(Stage.INIT, list(stuck.missing), list(stuck.missing_hosts), str(exc)),
+                                host, env, notes)
         return _finish(options, rank, stage_file, failed, shared=False)
     kind = "cuda" if device.startswith("cuda") else "cpu"
     cfg = bw.BenchConfig(
@@ -166,7 +179,7 @@ def run_worker(options: BenchOptions, env: Mapping[str, str]) -> Outcome:
         timeout_s=options.collective_timeout)
     progress = ProgressPrinter(sys.stderr) if rank == 0 else None
     try:
-        result = bw.run_bench(cfg, env=env, progress=progress, stages=bw.Stages(rank, host, env))
+        result = bw.run_bench(cfg, env=env, progress=progress, stages=stages)
     except BenchFailure as failure:
         return _finish(options, rank, stage_file, failure_report(failure, host, env, notes), shared=False)
     finally:
@@ -177,7 +190,7 @@ def run_worker(options: BenchOptions, env: Mapping[str, str]) -> Outcome:
     if measured_nothing(result):  # the verdict line must not read as a warning one can ship with
         report.could_not_run = "nothing was measured"
         report.summary += "; could not run (exit 2)"
-    code = bw.share_code(exit_code(report, strict=options.output.strict), device)
+    code = bw.share_code(exit_code(report, strict=options.output.strict), device, stages)
     dist.destroy_process_group()
     return _finish(options, rank, stage_file, report, code=code)
 

@@ -160,8 +160,10 @@ class BenchResult:
 class BenchFailure(RuntimeError):  # noqa: N818 - a stage that failed, reported as a finding
     """A collective failed or timed out; names the stage and the ranks that never got there."""
 
-    def __init__(self, stage: str, missing: list[int], hosts: list[str], error: str):
+    def __init__(self, stage: str, missing: list[int], hosts: list[str], error: str, *,
+                 never_left: list[int] | None = None, never_left_hosts: list[str] | None = None):
         self.stage, self.missing, self.hosts, self.error = stage, missing, hosts, error
+        self.never_left, self.never_left_hosts = never_left or [], never_left_hosts or []  # entered, never left
         who = ", ".join(f"rank {r} ({h})" for r, h in zip(missing, hosts, strict=False)) or "none recorded"
         super().__init__(f"stage {stage} failed: {error.splitlines()[0] if error else '?'}; "
                          f"ranks that did not reach it: {who}")

@@ -70,6 +70,8 @@ class BenchStageFailed(FieldsJson):
     stage: str
     missing_ranks: Sequence[int]
     missing_hosts: Sequence[str]
+    never_left_ranks: Sequence[int] = field(default_factory=list)  # entered the stage and never left it
+    never_left_hosts: Sequence[str] = field(default_factory=list)
     results: Sequence[JsonObject] = field(default_factory=list)
     nodes: Sequence[JsonObject] = field(default_factory=list)
     worker_log: str | None = None

@@ -23,7 +23,7 @@ from nccl_doctor.bench.model import (
 )
 from nccl_doctor.bench.pairs import Localisation, pair_expected_gbps
 from nccl_doctor.bench.payload import BenchBlocked, BenchLaunchFailed, BenchPayload, BenchStageFailed
-from nccl_doctor.cluster.stages import Stage
+from nccl_doctor.cluster.stages import Stage, StageRecord
 from nccl_doctor.cluster.torchrun import LOG_ENV, LaunchOutcome
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Report, Severity, Table, finding
@@ -300,10 +300,38 @@ def launch_failed_report(outcome: LaunchOutcome, notes: Iterable[str]) -> Report
     return report
 
 
-def failure_report(failure: BenchFailure, host: str, env: Mapping[str, str], notes: Iterable[str]) -> Report:
-    """ND310 for a stage that failed or hung; a buffer that does not fit in memory is the sizes asked
+def _laggards(failure: BenchFailure) -> str:
+    """Who held the stage up: the ranks that never reached it, else those that entered and never left."""
+    def who(ranks: list[int], hosts: list[str]) -> str:
+        return ", ".join(f"rank {r} ({h})" for r, h in zip(ranks, hosts, strict=False))
+
+    if failure.missing:
+        return f"ranks that never reached it: {who(failure.missing, failure.hosts)}"
+    if failure.never_left:
+        stuck = who(failure.never_left, failure.never_left_hosts)
+        return f"every rank reached it; ranks that entered it and never left: {stuck}"
+    return "every rank reached it (a peer failed inside it)"
+
+
+def overdue_report(record: StageRecord, outcome: LaunchOutcome, notes: Iterable[str]) -> Report:
+    """ND310 from the launcher, for a stage a rank's watchdog ended (``bench/watchdog.py``): the rank recorded
+    the stage and who held it up (``StageRecord.overdue``) and exited; the report is that rank's view, with the
+    other local ranks' stages as evidence."""
+    late = record.overdue
+    if late is None:
+        raise ValueError(f"rank {record.rank}'s stage record holds no overdue stage")
+    failure = BenchFailure(record.stage, list(late.missing), list(late.missing_hosts), record.error or "",
+                           never_left=list(late.never_left), never_left_hosts=list(late.never_left_hosts))
+    env = {"RANK": str(record.rank), **({LOG_ENV: outcome.log_path} if outcome.log_path else {})}
+    return failure_report(failure, record.host, env, notes, how=f"outlived --collective-timeout ({late.timeout_s:g} s)",
+                          extra_evidence=[f"rank {s.rank} on {s.host}: {s.stage}" for s in outcome.stages])
+
+
+def failure_report(failure: BenchFailure, host: str, env: Mapping[str, str], notes: Iterable[str], *,
+                   how: str = "failed", extra_evidence: Iterable[str] = ()) -> Report:
+    """ND310 for a stage that failed or hung (``how``); a buffer that does not fit in memory is the sizes asked
     for, not the cluster: then the run could not run (exit 2) and the fix is smaller ``--sizes``."""
-    report = Report(command=COMMAND, summary=f"stage {failure.stage} failed")
+    report = Report(command=COMMAND, summary=f"stage {failure.stage} {how}")
     rank = int(env.get("RANK", 0))
     evidence = [line for line in failure.error.splitlines()[:MAX_EVIDENCE_LINES] if line.strip()]
     if any(word in failure.error for word in _OUT_OF_MEMORY):
@@ -316,13 +344,12 @@ def failure_report(failure: BenchFailure, host: str, env: Mapping[str, str], not
                            "largest size (on GPU, `nvidia-smi` shows what else holds memory)",
                            evidence=evidence, host=host, rank=rank))
     else:
-        who = ", ".join(f"rank {r} ({h})" for r, h in zip(failure.missing, failure.hosts, strict=False))
-        msg = f"stage {failure.stage} failed on rank {env.get('RANK')} ({host})"
-        msg += f"; ranks that never reached it: {who}" if who else "; every rank reached it (a peer failed inside it)"
+        msg = f"stage {failure.stage} {how} on rank {env.get('RANK')} ({host}); {_laggards(failure)}"
         report.add(finding(Code.COLLECTIVE_FAILED, Severity.FAIL, msg,
                            stage_fix(failure.stage.split()[0] if failure.stage else ""),
-                           evidence=evidence, host=host, rank=rank))
+                           evidence=[*evidence, *extra_evidence], host=host, rank=rank))
     report.payload = BenchStageFailed(stage=failure.stage, missing_ranks=failure.missing, missing_hosts=failure.hosts,
+                                      never_left_ranks=failure.never_left, never_left_hosts=failure.never_left_hosts,
                                       worker_log=env.get(LOG_ENV),
                                       localisation=_stopped(f"the run stopped in stage {failure.stage}"))
     report.notes.extend(notes)

@@ -9,9 +9,11 @@ the figure from the slowest; summed wrong elements), so judging gives one verdic
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 import torch.distributed as dist
 
+from nccl_doctor.bench import watchdog
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
 from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
@@ -64,7 +67,8 @@ from nccl_doctor.bench.pairs import (
     slow_ratio,
 )
 from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
-from nccl_doctor.cluster.stages import Stage, StageFile, StageSink
+from nccl_doctor.bench.watchdog import EXIT_BOUND_S, Overdue, Reached, StageWatch, laggards, torch_timeout_s
+from nccl_doctor.cluster.stages import Stage, StageFile, StageOverdue, StageSink
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
 
@@ -99,38 +103,86 @@ class Collective(Protocol):
 # --- stages ---------------------------------------------------------------------------------------
 class Stages:
     """Each rank marks the stage it enters on its sinks (its stage file, and whatever its caller adds:
-    preflight's relayed marks) and as a key in the rendezvous store, so on a timeout we can name who never
-    arrived (the store outlives a dead rank)."""
+    preflight's relayed marks) and in the rendezvous store (the store outlives a dead rank): ``ncd/<stage>/<rank>``
+    (its host) on entering, ``.../warm`` past a measurement's warm-up (``inside``), ``.../left`` on leaving. So a
+    rank stuck in a stage can name who never arrived and who entered and never left (``watchdog.laggards``).
+
+    With ``timeout_s`` a watchdog thread (``watchdog.py``) bounds every stage, communicator creation included:
+    once one outlives it, the rank records who is missing (stage file, ``on_overdue`` hooks), aborts its NCCL
+    communicators and exits 1; its launcher reports the stage and the ranks (``bench``: ND310)."""
 
     def __init__(self, rank: int, host: str, env: Mapping[str, str] = os.environ, *,
-                 sinks: Sequence[StageSink] = ()):
-        self.rank = rank
-        self.sinks: tuple[StageSink, ...] = (StageFile(rank, host, env), *sinks)
+                 sinks: Sequence[StageSink] = (), timeout_s: float | None = None, store: Any = None,
+                 on_overdue: Sequence[Callable[[str, StageOverdue], None]] = (),
+                 clock: Callable[[], float] = time.monotonic):
+        self.rank, self.host = rank, host
+        self.file = StageFile(rank, host, env)
+        self.sinks: tuple[StageSink, ...] = (self.file, *sinks)
         self.current: str = Stage.INIT
+        self.left = True  # nothing entered yet: nothing to leave
         self.stall = _stall_prefix(env.get(STALL_ENV, ""), rank)
         self.stall_inside = _stall_prefix(env.get(STALL_INSIDE_ENV, ""), rank)
-        self.store: Any
-        try:
-            self.store = dist.distributed_c10d._get_default_store()
-        except Exception:
-            self.store = None
-
-    def enter(self, stage: str) -> None:
-        self.current = stage
-        if self.stall and stage.startswith(self.stall):
-            time.sleep(STALL_S)  # test seam: a rank that hangs before this stage
-        for sink in self.sinks:
-            sink.record(stage)
-        if self.store is not None:
+        self.hosts: dict[int, str] = {}  # world rank -> host, once known (``run_bench`` after the topology)
+        self.world_size = int(env.get("WORLD_SIZE", "1"))
+        self.on_overdue = tuple(on_overdue)
+        self.store: Any = store
+        if store is None:
             try:
-                self.store.set(f"ncd/{stage}/{self.rank}", "1")
+                self.store = dist.distributed_c10d._get_default_store()
             except Exception:
                 self.store = None
+        self.watch = StageWatch(timeout_s, clock) if timeout_s else None
+        self.stop = watchdog.start(self.watch, self._expire) if self.watch else None
+
+    def attach(self, store: Any) -> None:
+        """The rendezvous store, once there is one (``init_from_env`` makes it inside the init stage): the
+        current stage's entry mark goes to it now."""
+        self.store = store
+        if not self.left:
+            self._mark(f"ncd/{self.current}/{self.rank}", self.host)
+
+    def enter(self, stage: str) -> None:
+        self.leave()  # entering the next stage leaves this one
+        if self.stall and stage.startswith(self.stall):
+            time.sleep(STALL_S)  # test seam: a rank that hangs before this stage (between stages: unwatched)
+        self.current, self.left = stage, False
+        if self.watch is not None:
+            if stage in TERMINAL_STAGES:
+                self.watch.disarm()
+            else:
+                self.watch.arm(stage)
+        for sink in self.sinks:
+            sink.record(stage)
+        self._mark(f"ncd/{stage}/{self.rank}", self.host)
 
     def inside(self) -> None:
-        """Called between a stage's collectives: the test seam for a rank stuck inside one."""
+        """Called between a stage's warm-up and its timed loop: marks the rank past its warm-up, after the test
+        seam for a rank stuck inside a stage (it entered, warmed up with the others, and never got further)."""
         if self.stall_inside and self.current.startswith(self.stall_inside):
             time.sleep(STALL_S)
+        self._mark(f"ncd/{self.current}/{self.rank}/warm", "1")
+
+    def leave(self) -> None:
+        """The current stage is over on this rank (its guarded call returned): marked, and no longer watched."""
+        if self.left:
+            return
+        self.left = True
+        if self.watch is not None:
+            self.watch.disarm()
+        self._mark(f"ncd/{self.current}/{self.rank}/left", "1")
+
+    def rearm(self) -> None:
+        """Watch the current stage again (a guarded call after the stage's own: it is bounded too)."""
+        if self.watch is not None and self.current not in TERMINAL_STAGES:
+            self.left = False
+            self.watch.arm(self.current)
+
+    def _mark(self, key: str, value: str) -> None:
+        if self.store is not None:
+            try:
+                self.store.set(key, value)
+            except Exception:
+                self.store = None
 
     def missing(self, ranks: list[int]) -> list[int]:
         if self.store is None:
@@ -140,6 +192,92 @@ class Stages:
         except Exception:
             return []
 
+    def reached(self, rank: int) -> Reached:
+        """How far ``rank`` got through the current stage, from its marks in the store."""
+        key = f"ncd/{self.current}/{rank}"
+        for suffix, step in (("/left", Reached.LEFT), ("/warm", Reached.WARM), ("", Reached.ENTERED)):
+            if self.store.check([key + suffix]):
+                return step
+        return Reached.ABSENT
+
+    def overdue(self, waited_s: float, ranks: Sequence[int] | None = None) -> StageOverdue:
+        """Who holds the current stage up, as far as the store tells (nobody named when it cannot be read)."""
+        ranks = range(self.world_size) if ranks is None else ranks
+        timeout = self.watch.timeout_s if self.watch else 0.0
+        try:
+            found = laggards({r: self.reached(r) for r in ranks}, self.rank) if self.store is not None else None
+        except Exception:
+            found = None
+        if found is None:
+            return StageOverdue(waited_s=waited_s, timeout_s=timeout)
+        return StageOverdue(waited_s=waited_s, timeout_s=timeout, missing=found.missing,
+                            missing_hosts=tuple(self.hosts.get(r, "?") for r in found.missing),
+                            never_left=found.never_left,
+                            never_left_hosts=tuple(self._host(r) for r in found.never_left))
+
+    def _host(self, rank: int) -> str:
+        """A rank that entered the stage left its host as the mark's value."""
+        if rank in self.hosts:
+            return self.hosts[rank]
+        try:
+            return bytes(self.store.get(f"ncd/{self.current}/{rank}")).decode(errors="replace")
+        except Exception:
+            return "?"
+
+    def _expire(self, late: Overdue) -> None:
+        """The watchdog thread's end of a stage that outlived the timeout: say who is missing, everywhere our
+        launchers look, then abort the communicators and exit, whatever the main thread is blocked in."""
+        bound = threading.Timer(EXIT_BOUND_S, os._exit, (OVERDUE_EXIT,))
+        bound.daemon = True
+        bound.start()  # a store or an abort that hangs must not keep the rank alive
+        stuck = self.overdue(late.waited_s)
+        msg = (f"stage {late.stage} outlived --collective-timeout ({stuck.timeout_s:g} s) on rank {self.rank} "
+               f"({self.host}): {stuck.describe()}")
+        print(f"nccl-doctor: {msg}", file=sys.stderr, flush=True)
+        self.file.record(late.stage, code=OVERDUE_EXIT, error=msg, overdue=stuck)
+        for hook in self.on_overdue:
+            _quietly(hook, late.stage, stuck)
+        abort_communicators()
+        sys.stdout.flush()
+        os._exit(OVERDUE_EXIT)
+
+
+TERMINAL_STAGES = frozenset({Stage.DONE, Stage.FAILED})
+OVERDUE_EXIT = 1  # a rank whose stage outlived the timeout: a failure, like any stage's
+ABORT_WAIT_S = 5.0  # ncclCommAbort can itself hang (a peer gone mid-connection): exit after this long anyway
+
+
+def abort_communicators() -> None:
+    """Abort every NCCL communicator of this process (torch's ``_abort_process_group`` of the world, which
+    takes every group; ``ProcessGroupNCCL.abort`` per group on torch without it), from a thread we wait for at
+    most ``ABORT_WAIT_S``. Gloo has nothing to abort: exiting closes its sockets. Before init returns there is
+    no group to abort either (an eager init stuck in ``ncclCommInitRank``): exiting is all there is."""
+    if not dist.is_initialized() or dist.get_backend() != Backend.NCCL:
+        return
+
+    def abort() -> None:
+        try:
+            whole = getattr(dist.distributed_c10d, "_abort_process_group", None)
+            if whole is not None:
+                whole()
+                return
+            for pg in list(dist.distributed_c10d._world.pg_map):
+                pg._get_backend(torch.device("cuda")).abort()
+        except Exception:
+            pass
+
+    t = threading.Thread(target=abort, name="nccl-doctor-abort", daemon=True)
+    t.start()
+    t.join(ABORT_WAIT_S)
+
+
+def _quietly(hook: Callable[[str, StageOverdue], None], stage: str, stuck: StageOverdue) -> None:
+    """One ``on_overdue`` hook: its failure must not keep the rank from exiting."""
+    try:
+        hook(stage, stuck)
+    except Exception:
+        pass
+
 
 def _stall_prefix(value: str, rank: int) -> str | None:
     rank_text, _, prefix = value.partition(":")
@@ -147,23 +285,57 @@ def _stall_prefix(value: str, rank: int) -> str | None:
 
 
 # --- setup ----------------------------------------------------------------------------------------
+PG_STORE_PREFIX = "default_pg"  # the prefix init_process_group puts on an env:// store it makes itself
+
+
 def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, force_cpu: bool = False,
-                  store: Any = None, rank: int | None = None, world_size: int | None = None) -> str:
-    """init_process_group with a timeout, always: NCCL on this rank's GPU, Gloo on CPU with ``force_cpu`` or
-    where no GPU is expected (``device.choose``). Returns the device. Raises ``device.CudaUnusable`` (CUDA's own
-    error and the fix) where GPUs are expected and CUDA cannot serve this rank: never a silent Gloo.
-    ``store``/``rank``/``world_size``: an existing store (preflight's) instead of MASTER_ADDR's env://."""
+                  store: Any = None, rank: int | None = None, world_size: int | None = None,
+                  stages: Stages | None = None) -> str:
+    """init_process_group: NCCL on this rank's GPU, Gloo on CPU with ``force_cpu`` or where no GPU is expected
+    (``device.choose``). Returns the device. Raises ``device.CudaUnusable`` (CUDA's own error and the fix) where
+    GPUs are expected and CUDA cannot serve this rank: never a silent Gloo.
+    ``store``/``rank``/``world_size``: an existing store (preflight's) instead of MASTER_ADDR's env://.
+
+    On NCCL the world communicator is created here, eagerly (``device_id``: sub-groups then split from it),
+    so a failure or a peer missing at creation is charged to the ``init`` stage, not to the first collective.
+    ``stages`` bounds it: the init stage is watched (``timeout_s``) and marked in the store, which we make
+    ourselves for env:// so the marks can name a rank that never arrived. PyTorch's own timeout is longer
+    (``watchdog.torch_timeout_s``): with ``stages``, ours fires first."""
     local_rank = int(env.get("LOCAL_RANK", "0"))
     local_world = env.get("LOCAL_WORLD_SIZE")
     cuda: CudaApi = cuda_from_test_env(env) or _TorchCuda()
     choice = choose(cuda, local_rank=local_rank, local_world_size=int(local_world) if local_world else None,
                     expected=gpus_expected(env), force_cpu=force_cpu)
     if choice.use_cuda:
-        torch.cuda.set_device(local_rank)
-    if not dist.is_initialized():
-        kw = {} if store is None else {"store": store, "rank": rank, "world_size": world_size}
-        dist.init_process_group(str(choice.backend), timeout=timedelta(seconds=timeout_s), **kw)
+        torch.cuda.set_device(torch.device(choice.device))
+    if dist.is_initialized():
+        return choice.device
+    timeout = timedelta(seconds=torch_timeout_s(timeout_s) if stages is not None else timeout_s)
+    if stages is not None:
+        stages.enter(Stage.INIT)
+    if store is None and stages is not None:  # env://, as init_process_group would, but ours to mark
+        from torch.distributed.rendezvous import rendezvous
+
+        raw, rank, world_size = next(rendezvous("env://", timeout=timeout))
+        raw.set_timeout(timeout)
+        store = dist.PrefixStore(PG_STORE_PREFIX, raw)
+    if stages is not None:
+        stages.attach(store)
+    kw = {} if store is None else {"store": store, "rank": rank, "world_size": world_size}
+    dist.init_process_group(str(choice.backend), timeout=timeout, **kw,
+                            **eager_init(choice.use_cuda, choice.device))
+    if stages is not None:
+        stages.world_size = dist.get_world_size()
+        stages.leave()
     return choice.device
+
+
+def eager_init(use_cuda: bool, device: str, init: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """``init_process_group``'s ``device_id`` on NCCL, where this torch takes it (2.3 and later: the
+    communicator is created at init, and sub-groups use ``ncclCommSplit``); nothing on Gloo, whose groups have
+    no lazy creation to avoid (and whose ``device_id`` must be an accelerator)."""
+    params = inspect.signature(init or dist.init_process_group).parameters
+    return {"device_id": torch.device(device)} if use_cuda and "device_id" in params else {}
 
 
 class _TorchCuda:
@@ -516,8 +688,10 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     stages = stages or Stages(dist.get_rank(), socket.gethostname(), env)
     world = list(range(dist.get_world_size()))
     stages.enter(Stage.TOPOLOGY)
+    stages.world_size = len(world)
     nodes = _guard(stages, world, {}, lambda: gather_nodes(env, backend))
     host_of = {r: n.host for n in nodes for r in n.ranks}
+    stages.hosts.update(host_of)
     stages.enter(Stage.GROUPS)
     groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
     result = BenchResult(backend=backend, device=device, world_size=len(world),
@@ -544,19 +718,28 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
 
 
 def _guard(stages: Stages, ranks: list[int], host_of: dict[int, str], fn: Callable[[], T]) -> T:
+    """``fn`` inside the current stage, watched (``Stages.rearm``) and left when it returns; an error (Gloo's
+    timeouts and closed pairs, NCCL's errors) becomes a ``BenchFailure`` naming the ranks that never reached
+    the stage and those that entered it and never left. A hang is the watchdog's (``Stages``): no blocking
+    wait, PyTorch's own timeout is later than ours (``watchdog.torch_timeout_s``)."""
+    stages.hosts.update(host_of)
+    stages.rearm()
     try:
-        return fn()
-    # gloo timeouts and closed pairs (RuntimeError, DistError), NCCL errors, and a timeout under blocking wait
-    # (TORCH_NCCL_BLOCKING_WAIT=1, ``cluster.rank_env``): Work.wait() raises DistBackendError (a DistError, a
-    # RuntimeError) in this thread, where the watchdog would otherwise kill the process first
+        out = fn()
     except (RuntimeError, dist.DistError, dist.DistBackendError) as exc:
-        missing = [r for r in stages.missing(ranks) if r != stages.rank]
-        hosts = [host_of.get(r, "?") for r in missing]
-        raise BenchFailure(stages.current, missing, hosts, str(exc)) from exc
+        stuck = stages.overdue(0.0, ranks)
+        raise BenchFailure(stages.current, list(stuck.missing), list(stuck.missing_hosts), str(exc),
+                           never_left=list(stuck.never_left), never_left_hosts=list(stuck.never_left_hosts)) from exc
+    stages.leave()
+    return out
 
 
-def share_code(code: int, device: str) -> int:
-    """Rank 0's exit code, on every rank."""
+def share_code(code: int, device: str, stages: Stages | None = None) -> int:
+    """Rank 0's exit code, on every rank; with ``stages``, in the watched stage ``verdict``."""
+    if stages is not None:
+        stages.enter(Stage.VERDICT)
     t = torch.tensor([code], dtype=torch.int64, device=device)
     dist.broadcast(t, src=0)
+    if stages is not None:
+        stages.enter(Stage.DONE)
     return int(t.item())

@@ -50,8 +50,52 @@ class Stage(StrEnum):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StageOverdue:
+    """What a rank's watchdog saw when its stage outlived ``--collective-timeout`` (``bench.watchdog``): the
+    ranks that never reached the stage and those that entered it and never left, with their hosts ("?" where
+    unknown). The rank then exits; its launcher reports it (``bench``: ND310)."""
+
+    waited_s: float
+    timeout_s: float
+    missing: tuple[int, ...] = ()
+    missing_hosts: tuple[str, ...] = ()
+    never_left: tuple[int, ...] = ()
+    never_left_hosts: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {"waited_s": round(self.waited_s, 2), "timeout_s": self.timeout_s, "missing": list(self.missing),
+                "missing_hosts": list(self.missing_hosts), "never_left": list(self.never_left),
+                "never_left_hosts": list(self.never_left_hosts)}
+
+    @classmethod
+    def from_json(cls, d: object) -> StageOverdue:
+        """The stage file's ``overdue`` object; ``ValueError`` for anything else (the file is then skipped)."""
+        if not isinstance(d, dict):
+            raise ValueError("overdue is not an object")
+        return cls(waited_s=float(d["waited_s"]), timeout_s=float(d["timeout_s"]),
+                   missing=tuple(int(x) for x in d.get("missing", ())),
+                   missing_hosts=tuple(str(x) for x in d.get("missing_hosts", ())),
+                   never_left=tuple(int(x) for x in d.get("never_left", ())),
+                   never_left_hosts=tuple(str(x) for x in d.get("never_left_hosts", ())))
+
+    def describe(self) -> str:
+        """The ranks in prose: who never reached the stage, who never left it."""
+        parts = []
+        if self.missing:
+            parts.append(f"ranks that never reached it: {_who(self.missing, self.missing_hosts)}")
+        if self.never_left:
+            parts.append(f"ranks that entered it and never left: {_who(self.never_left, self.never_left_hosts)}")
+        return "; ".join(parts) or "every rank reached it and none is behind"
+
+
+def _who(ranks: tuple[int, ...], hosts: tuple[str, ...]) -> str:
+    return ", ".join(f"rank {r} ({h})" for r, h in zip(ranks, hosts, strict=False))
+
+
+@dataclass(frozen=True, kw_only=True)
 class StageRecord:
-    """One rank's stage file: where it is, since when, and its exit code once it recorded one."""
+    """One rank's stage file: where it is, since when, and its exit code once it recorded one (with the
+    watchdog's findings when the stage outlived its timeout)."""
 
     rank: int
     host: str
@@ -59,6 +103,7 @@ class StageRecord:
     since: float
     code: int | None = None
     error: str | None = None
+    overdue: StageOverdue | None = None
 
 
 class StageSink(Protocol):
@@ -91,11 +136,14 @@ class StageFile:
     def managed(self) -> bool:
         return self.path is not None
 
-    def record(self, stage: str, *, code: int | None = None, error: str | None = None) -> None:
+    def record(self, stage: str, *, code: int | None = None, error: str | None = None,
+               overdue: StageOverdue | None = None) -> None:
         if self.path is None:
             return
         rec = {"rank": self.rank, "host": self.host, "stage": stage, "since": time.time(), "code": code,
                "error": error}
+        if overdue is not None:
+            rec["overdue"] = overdue.to_json()
         atomic_write(self.path, json.dumps(rec))
 
     def wait_for_rank0(self, seconds: float) -> None:
@@ -126,6 +174,9 @@ def read_stages(stage_dir: Path) -> list[StageRecord]:
 
 def _read_stage(path: Path) -> StageRecord | None:
     try:
-        return StageRecord(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
+        d = json.loads(path.read_text())
+        if isinstance(d, dict) and d.get("overdue") is not None:
+            d["overdue"] = StageOverdue.from_json(d["overdue"])
+        return StageRecord(**d)
+    except (OSError, ValueError, TypeError, KeyError):
         return None

@@ -194,6 +194,14 @@ class LaunchOutcome:
         codes = [s.code for s in self.stages if s.code is not None]
         return max(codes) if codes else None
 
+    def overdue(self) -> StageRecord | None:
+        """The lowest local rank whose watchdog ended its stage (``StageRecord.overdue``), unless a local rank
+        recorded a verdict of its own (rank 0 reported it): the record the launcher reports."""
+        if any(s.code is not None and s.overdue is None for s in self.stages):
+            return None
+        late = [s for s in self.stages if s.overdue is not None]
+        return min(late, key=lambda s: s.rank) if late else None
+
     def final_code(self) -> int | None:
         """The code to exit with when the workers reached a verdict, else None (the launcher reports).
 

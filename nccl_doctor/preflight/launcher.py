@@ -57,6 +57,7 @@ PUBLISH_WAIT_S = 5.0  # node 0 waits this long for the followers to read its ver
 POLL_S = 0.1
 SHOWN_FATAL = 3  # probe failures named in the progress line
 NCCL_DEBUG_SUBSYS = "INIT,BOOTSTRAP,ENV,NET"
+NCCL_LOG_NAME = "%h.%p.log"  # NCCL_DEBUG_FILE: one file per host and process
 
 
 class Launcher:
@@ -172,13 +173,12 @@ class Ranks:
 
     def worker_env(self, local: int, gloo_iface: str | None) -> dict[str, str]:
         plan, log_dir = self.plan, self.log_dir or Path()
-        env = rank_env(self.env)  # NCCL connects at init, a timed-out collective raises (cluster/rankenv.py)
+        env = rank_env(self.env, self.log_settings())  # NCCL connects at init and logs for us (cluster/rankenv.py)
         env.update({
             WORKER_ENV: "1", "RANK": str(plan.node_rank * plan.nproc + local), "LOCAL_RANK": str(local),
             "WORLD_SIZE": str(plan.world_size), "LOCAL_WORLD_SIZE": str(plan.nproc),
             "GROUP_RANK": str(plan.node_rank), "NNODES": str(plan.nnodes), "MASTER_ADDR": plan.head,
-            "MASTER_PORT": str(plan.port), "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": NCCL_DEBUG_SUBSYS,
-            "NCCL_DEBUG_FILE": str(log_dir / "%h.%p.log"),
+            "MASTER_PORT": str(plan.port),
             "NCCL_DOCTOR_FSDP_BASE": self.args.fsdp_smoke_dir or (os.getcwd() if plan.nnodes > 1 else ""),
             "NCCL_DOCTOR_DCP_RECORD": str(log_dir / DCP_RECORD), BACKEND_RECORD_ENV: str(log_dir / BACKEND_RECORD),
             RUN_ENV: plan.run_id,  # the ranks seal their values for this run (the secret rides in env as it came)
@@ -190,9 +190,15 @@ class Ranks:
             env["GLOO_SOCKET_IFNAME"] = gloo_iface
         return env
 
+    def log_settings(self) -> dict[str, str]:
+        """NCCL's log as node 0 reads it (``nccllogs.py``): INFO, the subsystems the summary needs, in our log
+        dir. They replace the user's own NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE (``setting_notes``)."""
+        return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": NCCL_DEBUG_SUBSYS,
+                "NCCL_DEBUG_FILE": str((self.log_dir or Path()) / NCCL_LOG_NAME)}
+
     def setting_notes(self) -> list[str]:
-        """The user's own values ``rank_env`` replaced for our ranks (said in the report)."""
-        return overridden(self.env)
+        """The user's own values ``rank_env`` replaced for our ranks (said in the report), the NCCL log's too."""
+        return overridden(self.env, {**self.log_settings(), "NCCL_DEBUG_FILE": "a file in nccl-doctor's log dir"})
 
     def spawn_workers(self) -> None:
         gloo_iface = None
