@@ -117,10 +117,16 @@ class Laggards:
 
 def laggards(progress: Mapping[int, Reached], me: int) -> Laggards:
     """From every rank's progress through the stage ``me`` is stuck in: who never arrived, and who entered but
-    never left. Of the ranks still inside, those behind ``me`` are named when there are any (a rank that stopped
-    before the collective ``me`` waits in); else every other rank still inside (a peer that died inside it)."""
-    mine = progress.get(me, Reached.ENTERED)
-    missing = tuple(sorted(r for r, p in progress.items() if p is Reached.ABSENT and r != me))
-    inside = {r: p for r, p in progress.items() if r != me and Reached.ABSENT < p < Reached.LEFT}
-    behind = [r for r, p in inside.items() if p < mine]
-    return Laggards(missing, tuple(sorted(behind or inside)))
+    never left. Of the ranks still inside (``me`` among them), those furthest behind are named when some are
+    further on (a rank that stopped before the collective the others wait in; ``me`` when it is that rank); when
+    all are equally far, every other rank still inside (a peer that died inside the collective: the store
+    cannot tell which)."""
+    here = {**progress, me: max(progress.get(me, Reached.ENTERED), Reached.ENTERED)}  # me: at least entered
+    missing = tuple(sorted(r for r, p in here.items() if p is Reached.ABSENT))
+    inside = {r: p for r, p in here.items() if Reached.ENTERED <= p < Reached.LEFT}
+    if not inside:
+        return Laggards(missing, ())
+    low = min(inside.values())
+    if any(p > low for p in inside.values()):
+        return Laggards(missing, tuple(sorted(r for r, p in inside.items() if p == low)))
+    return Laggards(missing, tuple(sorted(r for r in inside if r != me)))

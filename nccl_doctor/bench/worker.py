@@ -131,13 +131,14 @@ class Stages:
                 self.store = dist.distributed_c10d._get_default_store()
             except Exception:
                 self.store = None
+        self.reader: Any = own_connection(self.store)  # the watchdog's: the main thread may be blocked on its own
         self.watch = StageWatch(timeout_s, clock) if timeout_s else None
         self.stop = watchdog.start(self.watch, self._expire) if self.watch else None
 
     def attach(self, store: Any) -> None:
         """The rendezvous store, once there is one (``init_from_env`` makes it inside the init stage): the
         current stage's entry mark goes to it now."""
-        self.store = store
+        self.store, self.reader = store, own_connection(store)
         if not self.left:
             self._mark(f"ncd/{self.current}/{self.rank}", self.host)
 
@@ -192,20 +193,22 @@ class Stages:
         except Exception:
             return []
 
-    def reached(self, rank: int) -> Reached:
-        """How far ``rank`` got through the current stage, from its marks in the store."""
+    def reached(self, rank: int, store: Any) -> Reached:
+        """How far ``rank`` got through the current stage, from its marks in ``store``."""
         key = f"ncd/{self.current}/{rank}"
         for suffix, step in (("/left", Reached.LEFT), ("/warm", Reached.WARM), ("", Reached.ENTERED)):
-            if self.store.check([key + suffix]):
+            if store.check([key + suffix]):
                 return step
         return Reached.ABSENT
 
-    def overdue(self, waited_s: float, ranks: Sequence[int] | None = None) -> StageOverdue:
-        """Who holds the current stage up, as far as the store tells (nobody named when it cannot be read)."""
+    def overdue(self, waited_s: float, ranks: Sequence[int] | None = None, *, store: Any = None) -> StageOverdue:
+        """Who holds the current stage up, as far as the store tells (nobody named when it cannot be read);
+        ``store``: the connection to read it on (the watchdog's own; by default the main thread's)."""
+        store = self.store if store is None else store
         ranks = range(self.world_size) if ranks is None else ranks
         timeout = self.watch.timeout_s if self.watch else 0.0
         try:
-            found = laggards({r: self.reached(r) for r in ranks}, self.rank) if self.store is not None else None
+            found = laggards({r: self.reached(r, store) for r in ranks}, self.rank) if store is not None else None
         except Exception:
             found = None
         if found is None:
@@ -213,14 +216,14 @@ class Stages:
         return StageOverdue(waited_s=waited_s, timeout_s=timeout, missing=found.missing,
                             missing_hosts=tuple(self.hosts.get(r, "?") for r in found.missing),
                             never_left=found.never_left,
-                            never_left_hosts=tuple(self._host(r) for r in found.never_left))
+                            never_left_hosts=tuple(self._host(r, store) for r in found.never_left))
 
-    def _host(self, rank: int) -> str:
+    def _host(self, rank: int, store: Any) -> str:
         """A rank that entered the stage left its host as the mark's value."""
         if rank in self.hosts:
             return self.hosts[rank]
         try:
-            return bytes(self.store.get(f"ncd/{self.current}/{rank}")).decode(errors="replace")
+            return bytes(store.get(f"ncd/{self.current}/{rank}")).decode(errors="replace")
         except Exception:
             return "?"
 
@@ -230,7 +233,7 @@ class Stages:
         bound = threading.Timer(EXIT_BOUND_S, os._exit, (OVERDUE_EXIT,))
         bound.daemon = True
         bound.start()  # a store or an abort that hangs must not keep the rank alive
-        stuck = self.overdue(late.waited_s)
+        stuck = self.overdue(late.waited_s, store=self.reader)
         msg = (f"stage {late.stage} outlived --collective-timeout ({stuck.timeout_s:g} s) on rank {self.rank} "
                f"({self.host}): {stuck.describe()}")
         print(f"nccl-doctor: {msg}", file=sys.stderr, flush=True)
@@ -269,6 +272,18 @@ def abort_communicators() -> None:
     t = threading.Thread(target=abort, name="nccl-doctor-abort", daemon=True)
     t.start()
     t.join(ABORT_WAIT_S)
+
+
+def own_connection(store: Any) -> Any:
+    """A second connection to ``store`` for the watchdog thread: a TCPStore client sends one request at a time,
+    so on the main thread's connection the watchdog's reads would queue behind the ``get`` the main thread is
+    blocked in (Gloo's and NCCL's rendezvous wait there) until PyTorch's own timeout. ``clone`` (torch 2.5+; a
+    PrefixStore clones with its prefix); else the shared one, which still works whenever the main thread is
+    blocked elsewhere (in a collective)."""
+    try:
+        return store.clone() if store is not None else None
+    except Exception:
+        return store
 
 
 def _quietly(hook: Callable[[str, StageOverdue], None], stage: str, stuck: StageOverdue) -> None:

@@ -3,8 +3,10 @@ the JSON they agree on, and how a hung, failed or empty run is reported."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,23 +80,50 @@ def test_hung_rank_is_named_with_its_stage():
     os.unlink(log)
 
 
-def test_rank_stuck_inside_a_collective_is_named_by_its_stage_with_every_rank_there():
-    """Rank 1 records the stage, runs the warm-up with rank 0, then hangs: rank 0 times out inside the
-    timed loop's collective. Every rank reached the stage, so nobody is "missing": the stage is the clue."""
+def test_rank_stuck_inside_a_collective_is_named_as_the_one_that_entered_and_never_left():
+    """Rank 1 records the stage, runs the warm-up with rank 0, then hangs: rank 0 waits inside the timed loop's
+    collective. Every rank reached the stage, so nobody is "missing"; rank 1's marks stop at the stage's entry
+    while rank 0's go past the warm-up, so the watchdog names rank 1 as the rank that entered and never left
+    (issue 21, point 6: it used to say only "every rank reached it"). The watchdog ends it, not PyTorch: the
+    collective timeout of 5 s, long before Gloo's own (20 s) and --timeout."""
+    t0 = time.monotonic()
     proc = bench("--sizes", "64K", "--iters", "5", "--collective-timeout", "5", "--timeout", "60", "--format", "json",
                  NCCL_DOCTOR_TEST_STALL_INSIDE="1:reduce_scatter")
+    seconds = time.monotonic() - t0
     assert proc.returncode == 1, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["stage"] == "reduce_scatter world 64 KiB" and doc["missing_ranks"] == []
+    assert doc["never_left_ranks"] == [1] and doc["never_left_hosts"] == [socket.gethostname()]
     assert doc["results"] == [] and doc["localisation"] == {
         "skipped": "the run stopped in stage reduce_scatter world 64 KiB"}
     (f,) = doc["findings"]
     assert f["code"] == "ND310" and f["where"]["rank"] == 0
-    assert f["message"].endswith("; every rank reached it (a peer failed inside it)")
+    assert f["message"].endswith(f"; every rank reached it; ranks that entered it and never left: rank 1 "
+                                 f"({socket.gethostname()})"), f["message"]
+    assert "outlived --collective-timeout (5 s)" in f["message"]
     assert "ChildFailedError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     log = doc["worker_log"]
     assert f"stderr: {log}" in proc.stderr
     os.unlink(log)
+    assert seconds < 60, f"took {seconds:.1f} s"  # ND310, not the deadline's ND309: the watchdog ended it
+
+
+def test_a_rank_that_never_arrives_at_init_is_named_in_the_init_stage():
+    """Rank 1 never calls init_process_group (issue 21, points 1 and 17): rank 0's watchdog, armed inside the
+    init stage, ends the run after the collective timeout and charges it to init, naming rank 1 as never there.
+    On NCCL, with eager init, this is where a peer missing at the world communicator's creation now shows."""
+    t0 = time.monotonic()
+    proc = bench("--sizes", "64K", "--iters", "2", "--no-pairs", "--collective-timeout", "5", "--timeout", "60",
+                 "--format", "json", NCCL_DOCTOR_TEST_STALL="1:init")
+    seconds = time.monotonic() - t0
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["stage"] == "init" and doc["missing_ranks"] == [1] and doc["missing_hosts"] == ["?"]
+    (f,) = doc["findings"]
+    assert f["code"] == "ND310" and f["message"].startswith("stage init outlived --collective-timeout (5 s) on rank 0")
+    assert f["message"].endswith("; ranks that never reached it: rank 1 (?)"), f["message"]
+    os.unlink(doc["worker_log"])
+    assert seconds < 60, f"took {seconds:.1f} s"  # ND310 before the deadline's ND309 (start-up is slow on 2 cores)
 
 
 def test_real_run_that_measures_nothing_exits_2():

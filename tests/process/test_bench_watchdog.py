@@ -1,0 +1,61 @@
+"""Our per-rank watchdog on real Gloo ranks (issue 21, point 1): a rank that never arrives at a sub-group's
+creation. NCCL's communicator creation has no timeout of its own (a split or an init waits in its bootstrap for
+ever); Gloo's would, after PyTorch's timeout, so the ranks here get a PyTorch timeout far past the watchdog's
+(``watchdog.torch_timeout_s``): what ends the stage is the watchdog, as on NCCL. It records the stage and the
+missing rank in the rank's stage file (what bench's launcher reports) and exits 1, with the main thread still
+blocked inside ``new_group``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nccl_doctor.cluster.net import free_port
+from nccl_doctor.cluster.stages import STAGE_DIR_ENV, read_stages
+
+pytestmark = pytest.mark.torch
+WATCH_S = 3.0
+
+SUBGROUP = r"""
+import os, sys
+import torch.distributed as dist
+from nccl_doctor.bench import worker as bw
+
+rank = int(os.environ["RANK"])
+bw.init_from_env(timeout_s=120, force_cpu=True)  # PyTorch's timeout: far past the watchdog's
+stages = bw.Stages(rank, f"host{rank}", os.environ, timeout_s=float(sys.argv[1]))
+stages.hosts.update({0: "host0", 1: "host1"})  # as run_bench knows them after the topology stage
+stages.enter("groups")  # rank 1 never gets past this (NCCL_DOCTOR_TEST_STALL=1:groups)
+bw._guard(stages, [0, 1], {}, lambda: dist.new_group([0, 1]))
+print("new_group returned", flush=True)
+"""
+
+
+def test_a_rank_missing_at_a_subgroups_creation_is_named_by_the_watchdog_within_its_timeout(tmp_path):
+    port = free_port()
+    base = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="", MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", GLOO_SOCKET_IFNAME="lo",
+                NCCL_DOCTOR_TEST_STALL="1:groups", **{STAGE_DIR_ENV: str(tmp_path)})
+    procs = [subprocess.Popen([sys.executable, "-c", SUBGROUP, str(WATCH_S)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=dict(base, RANK=str(r), LOCAL_RANK=str(r)))
+             for r in range(2)]
+    try:
+        out, err = procs[0].communicate(timeout=90)
+        assert procs[0].returncode == 1, err[-3000:]
+        assert "new_group returned" not in out  # the main thread never got out: the watchdog ended the rank
+        assert procs[1].poll() is None  # rank 1 is still stuck before the stage
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    rank0 = next(s for s in read_stages(tmp_path) if s.rank == 0)
+    assert (rank0.stage, rank0.code) == ("groups", 1)
+    assert rank0.overdue is not None and rank0.overdue.missing == (1,) and rank0.overdue.missing_hosts == ("host1",)
+    assert rank0.overdue.timeout_s == WATCH_S and WATCH_S <= rank0.overdue.waited_s < WATCH_S + 2
+    assert "stage groups outlived --collective-timeout (3 s) on rank 0 (host0): ranks that never reached it: " \
+           "rank 1 (host1)" in err
+    assert json.loads((tmp_path / "rank0.json").read_text())["overdue"]["missing"] == [1]
