@@ -131,14 +131,13 @@ class Stages:
                 self.store = dist.distributed_c10d._get_default_store()
             except Exception:
                 self.store = None
-        self.reader: Any = own_connection(self.store)  # the watchdog's: the main thread may be blocked on its own
         self.watch = StageWatch(timeout_s, clock) if timeout_s else None
         self.stop = watchdog.start(self.watch, self._expire) if self.watch else None
 
     def attach(self, store: Any) -> None:
         """The rendezvous store, once there is one (``init_from_env`` makes it inside the init stage): the
         current stage's entry mark goes to it now."""
-        self.store, self.reader = store, own_connection(store)
+        self.store = store
         if not self.left:
             self._mark(f"ncd/{self.current}/{self.rank}", self.host)
 
@@ -233,7 +232,7 @@ class Stages:
         bound = threading.Timer(EXIT_BOUND_S, os._exit, (OVERDUE_EXIT,))
         bound.daemon = True
         bound.start()  # a store or an abort that hangs must not keep the rank alive
-        stuck = self.overdue(late.waited_s, store=self.reader)
+        stuck = self.overdue(late.waited_s, store=own_connection(self.store))
         msg = (f"stage {late.stage} outlived --collective-timeout ({stuck.timeout_s:g} s) on rank {self.rank} "
                f"({self.host}): {stuck.describe()}")
         print(f"nccl-doctor: {msg}", file=sys.stderr, flush=True)
@@ -275,11 +274,12 @@ def abort_communicators() -> None:
 
 
 def own_connection(store: Any) -> Any:
-    """A second connection to ``store`` for the watchdog thread: a TCPStore client sends one request at a time,
-    so on the main thread's connection the watchdog's reads would queue behind the ``get`` the main thread is
-    blocked in (Gloo's and NCCL's rendezvous wait there) until PyTorch's own timeout. ``clone`` (torch 2.5+; a
-    PrefixStore clones with its prefix); else the shared one, which still works whenever the main thread is
-    blocked elsewhere (in a collective)."""
+    """A second connection to ``store`` for the watchdog thread, made when it fires (one per rank at a time: no
+    extra connection for the whole run): a TCPStore client sends one request at a time, so on the main thread's
+    connection the watchdog's reads would queue behind the ``get`` the main thread is blocked in (Gloo's and
+    NCCL's rendezvous wait there) until PyTorch's own timeout. ``clone`` (torch 2.5+; a PrefixStore clones with
+    its prefix); else the shared one, which still works whenever the main thread is blocked elsewhere (in a
+    collective)."""
     try:
         return store.clone() if store is not None else None
     except Exception:

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +30,7 @@ from nccl_doctor.bench import (
 )
 from nccl_doctor.bench.payload import BenchPayload
 from nccl_doctor.cluster.procs import die_with_parent
-from nccl_doctor.cluster.stages import PrefixedSink, Stage
+from nccl_doctor.cluster.stages import PrefixedSink, Stage, StageOverdue
 from nccl_doctor.codes import Code
 from nccl_doctor.preflight import store as stores
 from nccl_doctor.preflight.auth import Seal, secret_from_env
@@ -71,27 +71,50 @@ def run_worker(args: PreflightOptions, env: Mapping[str, str]) -> int:
     rank = int(env["RANK"])
     seal = Seal(secret_from_env(env), env.get(RUN_ENV, ""))  # what the launcher seals with, from its env
     store = stores.client(env["MASTER_ADDR"], int(env["MASTER_PORT"]), args.collective_timeout, seal)
+    def errors() -> Store:  # the watchdog's own connection, made when it fires: the main thread's may be blocked
+        return stores.client(env["MASTER_ADDR"], int(env["MASTER_PORT"]), args.collective_timeout, seal)
+
     stage = StageMarks(rank, env.get(STAGE_RECORD_ENV))
     try:
         stage.record(Stage.INIT)
-        device = _init(args, env, store)
+        device = _init(args, env, store, overdue_hook(errors, rank, stage))
         if env.get(BACKEND_RECORD_ENV):
             record_backend(env[BACKEND_RECORD_ENV], rank, device)
-        result = _work(args, env, stage, device)
+        result = _work(args, env, stage, device, overdue_hook(errors, rank, stage))
         if rank == 0:
             store.set(RESULT_KEY, result.to_json())
         stage.record(Stage.DONE)
         code = 0
-    except Exception as exc:  # DistBackendError of a timed-out NCCL collective too (TORCH_NCCL_BLOCKING_WAIT=1)
-        try:
-            store.set(error_key(rank), rank_error(stage.current, exc).to_json())
-            store.add(ERRORS_KEY, 1)  # node 0 polls this one counter, not every rank's key
-        except Exception:
-            pass
+    except Exception as exc:  # a failed collective (Gloo's timeouts, NCCL's errors); a hang is the watchdog's
+        post_error(store, rank, rank_error(stage.current, exc))
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # never wait on gloo/NCCL teardown of a broken group: the launcher has what it needs
+
+
+def post_error(store: Store, rank: int, error: RankError) -> None:
+    """``error/<rank>`` for node 0, and the counter it polls instead of every rank's key."""
+    try:
+        store.set(error_key(rank), error.to_json())
+        store.add(ERRORS_KEY, 1)
+    except Exception:
+        pass
+
+
+OverdueHook = Callable[[str, StageOverdue], None]
+
+
+def overdue_hook(connect: Callable[[], Store], rank: int, marks: StageMarks) -> OverdueHook:
+    """What this rank's watchdog (``bench.worker.Stages``) posts before it ends the rank: the stage that outlived
+    --collective-timeout (as node 0 shows this rank's stages) and who held it up, as ``error/<rank>``, on a
+    connection of its own (``connect``: the main thread's may be blocked in a get)."""
+
+    def hook(stage: str, stuck: StageOverdue) -> None:
+        post_error(connect(), rank, RankError(stage=marks.current, error=(
+            f"stage outlived --collective-timeout ({stuck.timeout_s:g} s): {stuck.describe()}")[:ERROR_TEXT_CAP]))
+
+    return hook
 
 
 def rank_error(stage: str, exc: BaseException) -> RankError:
@@ -103,15 +126,19 @@ def rank_error(stage: str, exc: BaseException) -> RankError:
     return RankError(stage=stage, error=f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_CAP])
 
 
-def _init(args: PreflightOptions, env: Mapping[str, str], store: Store) -> str:
-    """bench's init, on the launcher's store (under a prefix: its own keys stay apart)."""
+def _init(args: PreflightOptions, env: Mapping[str, str], store: Store, hook: OverdueHook) -> str:
+    """bench's init, on the launcher's store (under a prefix: its own keys stay apart), inside a watched stage:
+    on NCCL the world communicator is made here (eagerly), and a peer missing at its creation ends the rank
+    after --collective-timeout with ``error/<rank>`` naming who never arrived."""
     import torch.distributed as dist
 
-    from nccl_doctor.bench.worker import init_from_env
+    from nccl_doctor.bench.worker import Stages, init_from_env
 
+    rank = int(env["RANK"])
+    stages = Stages(rank, socket.gethostname(), env, timeout_s=args.collective_timeout, on_overdue=(hook,))
     device: str = init_from_env(timeout_s=args.collective_timeout, env=env, force_cpu=args.cpu,
-                                store=dist.PrefixStore(PG_PREFIX, store.raw), rank=int(env["RANK"]),
-                                world_size=int(env["WORLD_SIZE"]))
+                                store=dist.PrefixStore(PG_PREFIX, store.raw), rank=rank,
+                                world_size=int(env["WORLD_SIZE"]), stages=stages)
     return device
 
 
@@ -119,7 +146,8 @@ def _say(msg: str) -> None:
     print(f"{PREFIX} [rank 0] {msg}", file=sys.stderr, flush=True)
 
 
-def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageMarks, device: str) -> RankResult:
+def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageMarks, device: str,
+          hook: OverdueHook) -> RankResult:
     """Everything after init; rank 0's return value is the result (the others' is discarded)."""
     import torch.distributed as dist
 
@@ -139,13 +167,15 @@ def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageMarks, dev
     if rank == 0:
         _say(f"bench: {', '.join(cfg.ops)} on {', '.join(groups)} at {len(cfg.sizes)} sizes")
     host = socket.gethostname()  # the bench's stages go to this rank's marks too, as node 0 shows them
-    bench = bw.run_bench(cfg, env=env, stages=bw.Stages(rank, host, env, sinks=(PrefixedSink(stage, BENCH_PREFIX),)))
+    bench = bw.run_bench(cfg, env=env, stages=bw.Stages(rank, host, env, sinks=(PrefixedSink(stage, BENCH_PREFIX),),
+                                                        timeout_s=args.collective_timeout, on_overdue=(hook,)))
     timings["bench"] = round(time.monotonic() - t, 2)
 
     t = time.monotonic()
     if bench.nnodes > 1:  # the same node-pair pass as `bench` (pairs.py), judged by the same rule
         pair_cfg = replace(cfg, pair_size=PAIR_SIZE[kind], iters=PAIR_ITERS, warmup=WARMUP)
-        bw.measure_nodes(bench, pair_cfg, bw.Stages(rank, host, env, sinks=(stage,)), say=_say if rank == 0 else None)
+        bw.measure_nodes(bench, pair_cfg, bw.Stages(rank, host, env, sinks=(stage,), timeout_s=args.collective_timeout,
+                                                    on_overdue=(hook,)), say=_say if rank == 0 else None)
     timings["localise"] = round(time.monotonic() - t, 2)
     findings = judge(bench, short_sweep=True) + coverage(bench, asked=False)
     bench_report = build_report(bench, findings)
