@@ -159,7 +159,7 @@ def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, forc
     choice = choose(cuda, local_rank=local_rank, local_world_size=int(local_world) if local_world else None,
                     expected=gpus_expected(env), force_cpu=force_cpu)
     if choice.use_cuda:
-        torch.cuda.set_device(local_rank)
+        torch.cuda.set_device(choice.device_index)
     if not dist.is_initialized():
         kw = {} if store is None else {"store": store, "rank": rank, "world_size": world_size}
         dist.init_process_group(str(choice.backend), timeout=timedelta(seconds=timeout_s), **kw)
