@@ -46,7 +46,7 @@ def read_gpu_ids(fs: FsReader, bdfs: Sequence[str]) -> dict[str, GpuIds]:
         if text is None:
             continue
         uuid, minor = _UUID_LINE.search(text), _MINOR_LINE.search(text)
-        mig = bool(minor) and any(d.startswith("gi") for d in fs.listdir(MIG_CAPS.format(minor=minor.group(1))))
+        mig = minor is not None and any(d.startswith("gi") for d in fs.listdir(MIG_CAPS.format(minor=minor.group(1))))
         out[bdf] = GpuIds(uuid.group(1) if uuid else None, mig)
     return out
 
