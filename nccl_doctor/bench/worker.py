@@ -63,7 +63,7 @@ from nccl_doctor.bench.pairs import (
     rails_share_links,
     slow_ratio,
 )
-from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
+from nccl_doctor.bench.rails import gpu_nics, rank_gpu_address, rank_nics
 from nccl_doctor.cluster.stages import Stage, StageFile, StageSink
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
@@ -485,7 +485,7 @@ def _rank_nics(device: str) -> list[str | None]:
     addr, nic_map = None, None
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        addr = pci_address(props.pci_domain_id, props.pci_bus_id, props.pci_device_id)
+        addr = rank_gpu_address(props, os.environ)
         if int(os.environ.get("LOCAL_RANK", "0")) == 0:
             try:
                 nic_map = gpu_nics(probe_node("/", os.environ))
