@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
+from nccl_doctor.bench.cpus import gather_cpus
 from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
 from nccl_doctor.bench.exchange import (
     OPTIONAL_STR,
@@ -517,11 +518,12 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     world = list(range(dist.get_world_size()))
     stages.enter(Stage.TOPOLOGY)
     nodes = _guard(stages, world, {}, lambda: gather_nodes(env, backend))
+    cpus = _guard(stages, world, {}, lambda: gather_cpus(all_gather_json))
     host_of = {r: n.host for n in nodes for r in n.ranks}
     stages.enter(Stage.GROUPS)
     groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
     result = BenchResult(backend=backend, device=device, world_size=len(world),
-                         local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped)
+                         local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped, rank_cpus=cpus)
     rounds = predict_rounds(len(nodes))[0] if cfg.pairs else 0  # when healthy
     total = len(groups) * len(cfg.ops) * len(cfg.sizes) + rounds
     done = 0
