@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
+from nccl_doctor.bench.checkvalues import gather_expected, gather_value, reduce_expected, reduce_value
 from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
 from nccl_doctor.bench.exchange import (
     OPTIONAL_STR,
@@ -242,11 +243,11 @@ def _buffers(op: str, size: int, n: int, grank: int, device: str) -> tuple[Colle
     total = size // FLOAT32_BYTES
     chunk = total // n
     if op == Op.ALL_GATHER:
-        inp = torch.full((chunk,), float(grank + 1), device=device)
+        inp = torch.full((chunk,), gather_value(grank), device=device)
         out = torch.empty(total, device=device)
         return (lambda g, async_op=False: _all_gather(out, inp, group=g, async_op=async_op)), inp, out, chunk
     if op == Op.REDUCE_SCATTER:
-        inp = torch.full((total,), float(grank + 1), device=device)
+        inp = torch.full((total,), reduce_value(grank), device=device)
         out = torch.empty(chunk, device=device)
         return (lambda g, async_op=False: _reduce_scatter(out, inp, group=g, async_op=async_op)), inp, out, chunk
     if op == Op.ALL_REDUCE:
@@ -256,18 +257,18 @@ def _buffers(op: str, size: int, n: int, grank: int, device: str) -> tuple[Colle
 
 
 def _count_wrong(op: str, fn: Collective, inp: Any, out: Any, *, n: int, grank: int, group: Any) -> int:
-    """One checked run with known inputs, like nccl-tests' validation pass."""
-    expected_sum = n * (n + 1) / 2
+    """One checked run with known inputs, like nccl-tests' validation pass; the values keep every partial sum
+    exact in float32 at any world size and in any reduction order (``checkvalues``)."""
     if op == Op.ALL_GATHER:
         fn(group)
-        want = torch.arange(1, n + 1, dtype=out.dtype, device=out.device).repeat_interleave(out.numel() // n)
+        want = torch.tensor(gather_expected(n), dtype=out.dtype, device=out.device).repeat_interleave(out.numel() // n)
         return int((out != want).sum())
     if op == Op.REDUCE_SCATTER:
         fn(group)
-        return int((out != expected_sum).sum())
-    inp.fill_(float(grank + 1))
+        return int((out != reduce_expected(n)).sum())
+    inp.fill_(reduce_value(grank))
     fn(group)
-    return int((out != expected_sum).sum())
+    return int((out != reduce_expected(n)).sum())
 
 
 def _world_reduce(device: str, seconds: float, wrong: int) -> tuple[list[float], int]:
