@@ -61,6 +61,16 @@ SLOW_RATIO_BY_BACKEND: dict[Backend, float] = {Backend.NCCL: SLOW_RATIO, Backend
 LAGGING_RAIL_RATIO = 0.1
 FLOOR_SHARE = {Backend.NCCL: 0.25, Backend.GLOO: 0.05}  # ... or below this share of the line rate (Gloo: CPU-bound)
 MAX_ROUNDS = 6
+FAR_MIN_NODES = 3  # the far round needs a node round 1 did not pair with: from 3 nodes
+# the timed exchanges of one rail, at most: a rail's iterations are cut to fit (``rail_iters``). A healthy rail
+# never needs it (32 x 2 x 256 MiB: 0.34 s at 50 GB/s, 5.5 s at 25 Gb/s), a rail fallen back to 1 GbE needs
+# ~140 s for the same: beyond the collective timeout, which turned a slow rail into a timeout naming nobody
+PAIR_LOOP_BUDGET_S = 10.0
+PAIR_LOOP_TIMEOUT_SHARE = 0.25  # ... and at most this share of the collective timeout (its check runs first)
+# the rails' closing all-reduce waits for the slowest rail's planned loop this many times over, plus the
+# margin (the handshakes, a loop slower than its first exchange), never past the collective timeout
+CLOSE_SLACK = 4.0
+CLOSE_MARGIN_S = 10.0
 ROUND_OVERHEAD_S = 0.05  # per round: its world all-reduces and handshakes
 UNKNOWN_RATE_GBPS = 1.0  # the prediction's rate when the line rate is unknown
 
@@ -242,15 +252,32 @@ def below_share(rails: Iterable[RailResult], want_gbps: float | None, share: flo
 
 
 def first_round(nnodes: int) -> list[tuple[int, int]]:
+    """Neighbours in the node list: 0-1, 2-3, ... (the odd node out waits for a later round)."""
     return [(i, i + 1) for i in range(0, nnodes - 1, 2)]
 
 
+def far_round(nnodes: int) -> list[tuple[int, int]]:
+    """Node i with node i + ceil(N/2): the two halves of the node list (racks, leaf switches: the list is in
+    the scheduler's order) against each other, so leaf-to-spine links carry traffic that round 1's
+    neighbours keep under one leaf. Disjoint; with odd N it takes in round 1's odd node out and leaves out one
+    that round 1 measured. None for fewer than 3 nodes (nothing round 1 did not pair)."""
+    if nnodes < FAR_MIN_NODES:
+        return []
+    half = (nnodes + 1) // 2
+    return [(i, i + half) for i in range(nnodes - half)]
+
+
 def next_round(loc: Localisation) -> list[tuple[int, int]]:
-    """Disjoint pairs testing each unresolved node against a good node (else any node it has not met):
-    the first free one in node order. Linear in nodes and links (``Pool``), so 8,192 nodes plan in
-    milliseconds."""
+    """Round 2 is the far round (``far_round``), whatever round 1 found: it crosses the spine and, where
+    round 1 saw a slow pair, tests both ends against other partners at once. Later rounds: disjoint pairs
+    testing each unresolved node against a good node (else any node it has not met): the first free one in
+    node order. Linear in nodes and links (``Pool``), so 8,192 nodes plan in milliseconds."""
     if len(loc.rounds) >= MAX_ROUNDS:
         return []
+    if len(loc.rounds) == 1:
+        far = [p for p in far_round(loc.nnodes) if p not in loc.links]
+        if far:
+            return far
     v = loc.verdicts()
     busy: set[int] = set()
     good = Pool(sorted(v.good), busy)
@@ -319,12 +346,15 @@ def floor_gbps(nodes: Iterable[NodeInfo], backend: Backend, rails: int = 1) -> f
 
 
 def predict_rounds(nnodes: int) -> tuple[int, int]:
-    """(rounds when healthy, rounds with one bad node): printed before starting."""
+    """(rounds when healthy, rounds with one bad node): printed before starting. From 3 nodes a healthy
+    cluster runs round 1 and the far round; one bad node is then named by both its partners (proven good by
+    their other link), except with odd N when the node the far round left out was its round-1 partner (one
+    more round for that node)."""
     if nnodes < 2:
         return 0, 0
-    if nnodes == 2:
+    if nnodes < FAR_MIN_NODES:
         return 1, 1
-    return (1, 2) if nnodes % 2 == 0 else (2, 3)
+    return (2, 2) if nnodes % 2 == 0 else (2, 3)
 
 
 def predicted_seconds(rounds: int, size_bytes: int, exchanges: int, gbps: float,
@@ -345,3 +375,31 @@ def plan_line(nnodes: int, size_bytes: int, exchanges: int, gbps: float | None) 
             f"bad node; {size} ping-pong x {exchanges} per pair; predicted {secs[0]:.1f}-{secs[1]:.1f} s at "
             + (f"line rate ({gbps:.3f} GB/s)" if gbps else "1 GB/s (line rate unknown)"))
     return text, secs
+
+
+# --- sizing a round to its slowest rail -------------------------------------------------------------
+def pair_loop_budget_s(timeout_s: float | None) -> float:
+    """The most one rail's timed exchanges may take: ``PAIR_LOOP_BUDGET_S``, or a share of the collective
+    timeout when that is shorter (the rail's checked exchange and the closing all-reduce share it too)."""
+    if timeout_s is None or timeout_s <= 0:
+        return PAIR_LOOP_BUDGET_S
+    return min(PAIR_LOOP_BUDGET_S, PAIR_LOOP_TIMEOUT_SHARE * timeout_s)
+
+
+def rail_iters(planned: int, first_exchange_s: float, budget_s: float) -> int:
+    """A rail's timed exchanges: the ``planned`` count, or as many as fit ``budget_s`` at the pace of its
+    first (checked) exchange, one at least: a slow rail is measured in fewer exchanges and named slow, never
+    left to run into the timeout. Every rank computes it from the same shared paces, so both ends agree."""
+    if first_exchange_s <= 0:
+        return planned
+    return max(1, min(planned, int(budget_s / first_exchange_s)))
+
+
+def closing_deadline_s(loops_s: Sequence[float], timeout_s: float | None) -> float:
+    """How long a rank waits in the round's closing all-reduce for the slowest rail (``loops_s``: each rail's
+    planned loop, its iterations x its pace): ``CLOSE_SLACK`` times the slowest plus ``CLOSE_MARGIN_S``, at most
+    the collective timeout (where known). A rail that stops inside its loop is then a failure of this round
+    within seconds of its plan, not of the whole timeout."""
+    slowest = max(loops_s, default=0.0)
+    deadline = CLOSE_SLACK * slowest + CLOSE_MARGIN_S
+    return deadline if timeout_s is None or timeout_s <= 0 else min(deadline, timeout_s)
