@@ -1,10 +1,14 @@
 """Node pairs for ``bench`` and ``preflight``: which node (or link) is slow, in O(N) work.
 
-Planning (plain functions, tested directly). Round 1 pairs node 0 with 1, 2 with 3, ... (one round
-whatever N). A slow pair makes both its nodes suspects; each later round tests suspects (and a leftover
-odd node) against nodes already shown good, as many at once as there are good nodes. A healthy cluster
-costs one round (two for odd N); k bad nodes among N about 1 + ceil(2k / (N - 2k)) rounds, never the
-N-1 rounds of all-pairs.
+Planning (plain functions, tested directly). Round 1 pairs node 0 with 1, 2 with 3, ...: neighbours in
+the node list, usually under one leaf switch. Round 2, the far round (``far_round``), pairs node i with
+node i + ceil(N/2): the halves of the list meet, so the leaf-to-spine links carry traffic too. A slow link
+makes both its nodes suspects; each later round tests suspects (and a node not yet measured) against nodes
+already shown good, as many at once as there are good nodes. A healthy cluster of 3 or more nodes costs
+two rounds (2 nodes: one); one bad node is named in those two (its two partners are proven good by their
+other link; with odd N one more round at most), 16 and 256 bad nodes among 8,192 in 2 and 3 rounds; never
+the N-1 rounds of all-pairs. A bad uplink makes far links slow between nodes good in round 1: they are
+measured again and reported as slow links, never as bad nodes.
 
 Judging (one rule for both commands; ``judge.py`` applies it). A link is slow below ``slow_ratio`` (a
 quarter on NCCL, a tenth on CPU-bound Gloo) of the best link, or below the floor (a share of the line rate,
@@ -25,17 +29,25 @@ names the rail (and its NIC) behind a slow node or link. The yardstick of one ra
 of the node's links when rails share them (``pair_expected_gbps``).
 
 Measuring (``worker.py``, inside a process group): each rail's two ranks ping-pong point-to-point
-(send/recv) on the world group, one direction at a time, so each flow's ACKs cross an idle link and a
-shaped link shows its rate: 1.00-1.05 of one-way raw TCP on a tbf link, as with the dedicated 2-rank group
-per rail it replaced, where a simultaneous two-way exchange gave 0.62-0.68. No group is created: a
-``new_group`` is a store barrier over every rank, made by every rank for every group, so 1,024 nodes x 8
-rails cost 4,096 of them per rank per round before a byte moved; point-to-point on the world group
-involves only the two ranks that talk (NCCL connects the pair on first use; Gloo reuses the world
-group's connection between them: the same TCP transport). Each rail's two ranks shake hands (a
-one-element exchange) before timing, instead of a barrier on their group; the ranks outside every rail
-of a round (the odd node out) make the same world all-reduces as the others: one that lines the rails
-up, and the two that share the figures, so every rank ends each round with the same figures and plans
-the same next round.
+(isend/irecv) on the world group, one direction at a time, so each flow's ACKs cross an idle link and a
+shaped link shows its rate: 1.00-1.05 of one-way raw TCP on a tbf link, where a simultaneous two-way
+exchange gave 0.62-0.68. nccl-doctor creates no group: a ``new_group`` is a store barrier over every rank,
+made by every rank for every group, so 1,024 nodes x 8 rails cost 4,096 of them per rank per round before a
+byte moved. On NCCL, torch itself gives each rail a communicator of its own: an unbatched send/recv in lazy
+init makes a 2-rank NCCL communicator for the two ranks at their first exchange (torch warns: "An unbatched
+P2P op (send/recv) was called on this ProcessGroup with size N. In lazy initialization mode, this will
+result in a new 2-rank NCCL communicator to be created", ``fixtures/gpu/h200-2026-12-04/fake2``); with
+``device_id`` (eager init) torch runs it on the group's own communicator instead, serialised with that
+group's other operations. Either way a rail measures the two GPUs' NIC-level path as NCCL picks it for
+that pair: not the world communicator's rings and trees, and not PXN. The NIC named for a rail is the
+probe's nearest to its GPU by PCI path (``rails.py``), not read from NCCL's log. Gloo reuses the world
+group's TCP connection between the two ranks. Each rail's two ranks shake hands (a one-element exchange)
+before timing, instead of a barrier on their group; the ranks outside every rail of a round (the odd
+node out) make the same world all-reduces as the others: one that shares each rail's pace and lines the
+rails up, and the two that share the figures, so every rank ends each round with the same figures and
+plans the same next round. A rail's timed exchanges fit ``PAIR_LOOP_BUDGET_S`` at the pace of its first
+ones (``rail_iters``), and the closing all-reduce waits ``closing_deadline_s``: a rail fallen back to 1 GbE
+is measured in fewer exchanges and named slow, not left to outlast the collective timeout.
 
 Cost: planning and judging are linear in nodes and links (``Localisation.verdicts``, ``Pool``): 8,192
 nodes plan and judge in about half a second of CPU (``benchmarks/bench_pair_plan.py``).
