@@ -379,7 +379,9 @@ def measure_round(pairs: list[tuple[int, int]], node_ranks: Sequence[Sequence[in
         pace = time.perf_counter() - t0  # with the connection's setup: errs towards fewer exchanges
         for _ in range(warmup - 1):
             t0 = time.perf_counter()
-            pp.run(None)  # the world group; synchronous: the host clock times it
+            pp.run(None)  # the world group
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()  # without blocking wait, Work.wait() returns before the exchange ends
             pace = min(pace, time.perf_counter() - t0)
         paces[k] = pace
     dist.all_reduce(paces, op=dist.ReduceOp.MAX)  # every rail starts timing together: they share the fabric
