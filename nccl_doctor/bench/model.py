@@ -84,6 +84,7 @@ class RailResult:
     busbw_gbps: float
     wrong: int
     nics: tuple[str | None, str | None] = (None, None)  # the NIC nearest each end's GPU (probe), None unknown
+    iters: int = 0  # timed exchanges: the planned count, fewer on a rail too slow for it (``pairs.rail_iters``)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -204,7 +204,8 @@ def pair_rows(result: BenchResult, loc: Localisation) -> list[dict[str, Any]]:
              "size_bytes": p.size_bytes, "iters": p.iters, "time_us": round(p.time_us, TIME_DIGITS),
              "busbw_gbps": round(p.busbw_gbps, GBPS_DIGITS), "wrong": p.wrong, "slow": p.link in slow,
              "rails": [{"rail": r.rail, "ranks": list(r.ranks), "nics": list(r.nics),
-                        "time_us": round(r.time_us, TIME_DIGITS), "busbw_gbps": round(r.busbw_gbps, GBPS_DIGITS),
+                        "iters": r.iters, "time_us": round(r.time_us, TIME_DIGITS),
+                        "busbw_gbps": round(r.busbw_gbps, GBPS_DIGITS),
                         "wrong": r.wrong, "pct_of_expected": pct(r.busbw_gbps, _rail_want(result, p, rails))}
                        for r in p.rails]}
             for p in result.pairs]
