@@ -12,7 +12,7 @@ from typing import Any, TextIO, TypeVar
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import Op, format_size, latency_bound
-from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, group_expected, node_figures, node_localisation, pct
+from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, node_figures, node_localisation, op_expected, pct
 from nccl_doctor.bench.model import (
     DEFAULT_TIMEOUT_S,
     BenchFailure,
@@ -99,7 +99,7 @@ def _result_tables(result: BenchResult) -> list[Table]:
     tables = []
     for (op, group), ms in by_table.items():
         redop = "sum" if op != Op.ALL_GATHER else "none"
-        want = group_expected(result, group)
+        want = op_expected(result, group, op)  # all-reduce with NVLS on its own yardstick
         tables.append(Table(
             title=f"{op} on {group} ({ms[0].group_size} ranks, {result.backend}, "
                   f"{'in-place' if in_place(op) else 'out-of-place'})",
@@ -181,13 +181,13 @@ def _rail_want(result: BenchResult, p: PairResult, rails: int) -> float | None:
 
 
 def result_rows(result: BenchResult) -> list[dict[str, Any]]:
-    want = {g: group_expected(result, g) for g in {m.group for m in result.results}}
+    want = {(g, op): op_expected(result, g, op) for g, op in {(m.group, m.op) for m in result.results}}
     return [{"op": m.op, "group": m.group, "group_size": m.group_size, "size_bytes": m.size_bytes,
              "count": m.count, "dtype": m.dtype, "iters": m.iters, "time_us": round(m.time_us, TIME_DIGITS),
              "algbw_gbps": round(m.algbw_gbps, GBPS_DIGITS), "busbw_gbps": round(m.busbw_gbps, GBPS_DIGITS),
              "wrong": m.wrong, "in_place": m.in_place or in_place(m.op),
-             "expected_gbps": round(w, GBPS_DIGITS) if (w := want[m.group]) else None,
-             "pct_of_expected": pct(m.busbw_gbps, want[m.group]),
+             "expected_gbps": round(w, GBPS_DIGITS) if (w := want[(m.group, m.op)]) else None,
+             "pct_of_expected": pct(m.busbw_gbps, w),
              "time_us_mean": round(t, TIME_DIGITS) if (t := m.time_us_mean) is not None else None,
              "rank_time_us": [round(x, TIME_DIGITS) for x in m.rank_time_us],
              "latency_bound": latency_bound(m.size_bytes)} for m in result.results]
