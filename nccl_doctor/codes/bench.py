@@ -135,12 +135,14 @@ TEXTS: dict[str, CodeText] = {
     ),
     "ND312": CodeText(
         "below-expected",
-        ("A group or rail is below what it should reach (NCCL: half its yardstick; any: a rail far behind the rest)."),
+        ("A group or rail is below what it should reach (NCCL: FAIL below a quarter of its yardstick, WARN below "
+         "half; any: a rail far behind the rest)."),
         (
-            "Yardsticks: NCCL's NVLink/PCIe figure for the GPU model, the RDMA ports the probe sees (one NIC per "
-            "rail); below half means a dead NVLink (SHM/PCIe fallback), a slow NIC or cable on one rail, or the "
-            "wrong transport. A rail far behind rails sharing its link is a lagging rank. Names figure, "
-            "yardstick, pair, rail and NIC."
+            "Yardsticks: NCCL's NVLink/PCIe figure for the GPU model (all-reduce with NVLS on its own, the CPUs' "
+            "link for PCIe GPUs on two sockets), the RDMA ports the probe sees (one NIC per rail); below a quarter "
+            "is broken: a dead NVLink (SHM/PCIe fallback), sockets instead of RDMA; below half a slow NIC or cable "
+            "on one rail. Sizes whose per-rank chunk is latency-bound (large clusters) are reported, not judged. "
+            "A rail far behind rails sharing its link is a lagging rank. Names figure, yardstick, pair, rail and NIC."
         ),
         (
             "Intra-node: `nvidia-smi topo -m`, `nvidia-smi nvlink -s`, NCCL_DEBUG=INFO (`nccl-doctor parse`); a "
