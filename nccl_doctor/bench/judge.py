@@ -11,6 +11,7 @@ from collections.abc import Callable
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import MIB, format_size, round_size
 from nccl_doctor.bench.figures import NodeFigures, node_figures, node_localisation
+from nccl_doctor.bench.gpupairs import judge_gpu_pairs
 from nccl_doctor.bench.groups import MISFIT_SKIP, mesh_misfit
 from nccl_doctor.bench.model import BenchResult, PairResult
 from nccl_doctor.bench.pairs import floor_gbps, link_slow_rails, slow_rails, slow_ratio
@@ -35,6 +36,7 @@ def judge(result: BenchResult, *, slurm: SlurmInfo | None = None, short_sweep: b
     out += _judge_wrong(result)
     out += _judge_nodes(result)
     out += judge_expected(result)
+    out += judge_gpu_pairs(result)
     out += _judge_trust(result, slurm, short_sweep)
     if not any(f.severity is Severity.FAIL for f in out) and result.results:
         out.append(_all_good(result))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nccl_doctor.codes.text import CodeText
+from nccl_doctor.codes.text import DEFAULT_VARIANT, CodeText
 
 TEXTS: dict[str, CodeText] = {
     "ND300": CodeText(
@@ -164,5 +164,39 @@ TEXTS: dict[str, CodeText] = {
             "install the CUDA build matching the driver; fewer GPUs than ranks: --nproc-per-node or "
             "CUDA_VISIBLE_DEVICES; --cpu tests the network with Gloo only."
         ),
+    ),
+    "ND315": CodeText(
+        "gpu-pair-slow",
+        "The intra-node GPU-pair pass: a GPU pair far behind its node's best (or a GPU with NVLinks down, NVML).",
+        (
+            "A node's intra group is one ring over every GPU, so a GPU whose NVLink is dead (NCCL falls back to SHM "
+            "or PCIe: 5-15% of NVLink) slows the whole figure without naming the GPU, and one NVLink of 18 lost "
+            "(~6%) hides in the noise. On NCCL every GPU exchanges with its ring neighbours (all pairs up to 4 "
+            "GPUs): a pair below a quarter of the node's best pair or of its yardstick FAILs, below half its best "
+            "WARNs, naming the GPU in every slow pair; NVML's NVLink state (nvidia-ml-py, optional) names a GPU "
+            "with fewer links up than its peers (FAIL with none up)."
+        ),
+        (
+            "On the named host: `nvidia-smi nvlink -s` (links up, speed), `nvidia-smi topo -m` (NV18 between every "
+            "pair), `nvidia-smi nvlink -e` (errors), `systemctl status nvidia-fabricmanager`; drain it until a "
+            "rerun passes (a baseboard or GPU ticket)."
+        ),
+        messages={
+            DEFAULT_VARIANT: "{pairs} on {hosts}: slowest {slowest} GB/s, fastest {fastest} GB/s, none far behind "
+                             "its node's best{nvml}",
+            "slow-pairs": "{slow} of {total} on {host} slow ({slowest}; the node's best pair {best} GB/s, median "
+                          "{median}{yardstick}; {size} ping-pong): {who}",
+            "nvlinks": "{gpus} on {host} with fewer NVLinks up than the others' {most} (NVML): {which}: every ring "
+                       "through such a GPU runs at its share of the links",
+            "wrong": "GPUs {a} and {b} (ranks {rank_a}, {rank_b}) on {host} returned {wrong} wrong elements",
+        },
+        fixes={
+            "slow-pairs": "on {host}: `nvidia-smi nvlink -s` (links up and their speed), `nvidia-smi topo -m` (NV18 "
+                          "between every GPU pair), `nvidia-smi nvlink -e` (error counters), the fabric manager "
+                          "(`systemctl status nvidia-fabricmanager`); drain {host} until a rerun passes",
+            "nvlinks": "on {host}: `nvidia-smi nvlink -s -i <gpu>` and `nvidia-smi nvlink -e`; a hardware ticket for "
+                       "the GPU or baseboard; drain {host} until fixed",
+            "wrong": "check both GPUs: `nvidia-smi -q -d ECC`, dmesg for Xid errors; drain {host} if it repeats",
+        },
     ),
 }
