@@ -95,6 +95,6 @@ def nccl_log_table(logs: list[LogSummary]) -> Table | None:
     rows = [(host, (f"{cells[0]} x {n}" if n > 1 else cells[0], *cells[1:])) for (host, cells), n in counted.items()]
     grouped = group_rows(rows)
     order = {k: i for i, k in enumerate(KINDS)}
-    return Table(title="Transports NCCL used (from its NCCL_DEBUG=INFO logs; per node and kind of communicator)",
+    return Table(title="Transports NCCL used (from its NCCL_DEBUG=INFO logs, per kind of communicator)",
                  columns=("host", "communicator", "ranks", "nodes", "intra-node", "inter-node", "GDR"),
                  rows=tuple(sorted(grouped, key=lambda row: order.get(row[1].split(" x ")[0], len(KINDS)))))
