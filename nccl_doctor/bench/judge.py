@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import MIB, format_size, round_size
+from nccl_doctor.bench.cpus import judge_cpus
 from nccl_doctor.bench.figures import NodeFigures, node_figures, node_localisation
 from nccl_doctor.bench.gpupairs import judge_gpu_pairs
 from nccl_doctor.bench.groups import MISFIT_SKIP, mesh_misfit
@@ -36,6 +37,7 @@ def judge(result: BenchResult, *, slurm: SlurmInfo | None = None, short_sweep: b
     out += _judge_wrong(result)
     out += _judge_nodes(result)
     out += judge_expected(result)
+    out += judge_cpus(result)
     out += judge_gpu_pairs(result)
     out += _judge_trust(result, slurm, short_sweep)
     if not any(f.severity is Severity.FAIL for f in out) and result.results:

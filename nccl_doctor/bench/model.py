@@ -147,6 +147,15 @@ class NodeInfo:
     no_expected: str | None = None  # why there is no yardstick (the probe could not read this node)
 
 
+@dataclass(frozen=True)
+class RankCpus:
+    """The CPUs one rank may run on (``os.sched_getaffinity``): how many, and which where the list was short
+    enough to send (``cpus.MAX_LIST_CHARS``; None: only the count came)."""
+
+    count: int
+    cpus: frozenset[int] | None = None
+
+
 @dataclass(kw_only=True)
 class BenchResult:
     backend: Backend
@@ -160,6 +169,7 @@ class BenchResult:
     elapsed_s: float = 0.0
     pairs_seconds: float = 0.0  # the node-pair pass
     pairs_predicted_s: tuple[float, float] | None = None  # its prediction: healthy, one bad node
+    rank_cpus: list[RankCpus | None] = field(default_factory=list)  # by world rank; None: not known (``cpus``)
     gpu_pairs: list[GpuPairResult] = field(default_factory=list)  # the intra-node GPU-pair pass (NCCL)
     nvlinks: list[NvLinkState] = field(default_factory=list)  # NVML's NVLink state per GPU, where read
     nvlinks_unread: str | None = None  # why NVML was not read (no nvidia-ml-py, CPU ranks, ...)

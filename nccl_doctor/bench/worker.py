@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
+from nccl_doctor.bench.cpus import gather_cpus
 from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
 from nccl_doctor.bench.exchange import (
     OPTIONAL_STR,
@@ -64,7 +65,7 @@ from nccl_doctor.bench.pairs import (
     rails_share_links,
     slow_ratio,
 )
-from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
+from nccl_doctor.bench.rails import gpu_nics, rank_gpu_address, rank_nics
 from nccl_doctor.cluster.stages import Stage, StageFile, StageSink
 from nccl_doctor.errors import InputError
 from nccl_doctor.node import probe_node
@@ -160,7 +161,7 @@ def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, forc
     choice = choose(cuda, local_rank=local_rank, local_world_size=int(local_world) if local_world else None,
                     expected=gpus_expected(env), force_cpu=force_cpu)
     if choice.use_cuda:
-        torch.cuda.set_device(local_rank)
+        torch.cuda.set_device(choice.device_index)
     if not dist.is_initialized():
         kw = {} if store is None else {"store": store, "rank": rank, "world_size": world_size}
         dist.init_process_group(str(choice.backend), timeout=timedelta(seconds=timeout_s), **kw)
@@ -486,7 +487,7 @@ def _rank_nics(device: str) -> list[str | None]:
     addr, nic_map = None, None
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        addr = pci_address(props.pci_domain_id, props.pci_bus_id, props.pci_device_id)
+        addr = rank_gpu_address(props, os.environ)
         if int(os.environ.get("LOCAL_RANK", "0")) == 0:
             try:
                 nic_map = gpu_nics(probe_node("/", os.environ))
@@ -518,11 +519,12 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     world = list(range(dist.get_world_size()))
     stages.enter(Stage.TOPOLOGY)
     nodes = _guard(stages, world, {}, lambda: gather_nodes(env, backend))
+    cpus = _guard(stages, world, {}, lambda: gather_cpus(all_gather_json))
     host_of = {r: n.host for n in nodes for r in n.ranks}
     stages.enter(Stage.GROUPS)
     groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
     result = BenchResult(backend=backend, device=device, world_size=len(world),
-                         local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped)
+                         local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped, rank_cpus=cpus)
     rounds = predict_rounds(len(nodes))[0] if cfg.pairs else 0  # when healthy
     total = len(groups) * len(cfg.ops) * len(cfg.sizes) + rounds
     done = 0

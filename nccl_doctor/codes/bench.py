@@ -165,6 +165,30 @@ TEXTS: dict[str, CodeText] = {
             "CUDA_VISIBLE_DEVICES; --cpu tests the network with Gloo only."
         ),
     ),
+    "ND314": CodeText(
+        "cpu-starved",
+        "A node's ranks have fewer CPUs than they need: the figures measure the CPU, not the network.",
+        (
+            "Each rank may run only on the CPUs of its affinity (os.sched_getaffinity: Slurm's cpuset, taskset, "
+            "a container's cpuset). A Slurm job that asks for no CPUs gets one per task unless the cluster sets "
+            "DefCpuPerGPU or the job is --exclusive, and nccl-doctor's one task per node then starts every rank "
+            "on that one CPU. An NCCL rank needs two: its own thread launches and waits, and NCCL's proxy thread "
+            "drives the network; a Gloo rank (--cpu) needs one. Starved ranks time-slice, and a slow figure "
+            "(ND302, ND303, ND312) then blames the fabric for the scheduler."
+        ),
+        (
+            "Give each rank at least two CPUs (one with --cpu): Slurm `--cpus-per-task` of twice the GPUs per "
+            "node on the one task per node, or `--exclusive`; a cluster default: DefCpuPerGPU in slurm.conf; "
+            "elsewhere widen the cpuset (taskset, the container's CPU set)."
+        ),
+        messages={DEFAULT_VARIANT: "{ranks} {backend} rank(s) may run on {cpus} CPU(s) ({cpu_list}): "
+                                   "{per_rank} per rank, below the {need} a {backend} rank needs; the bandwidth "
+                                   "figures of this node measure the CPU, not the network"},
+        fixes={DEFAULT_VARIANT: "give each rank at least {need} CPU(s): in Slurm `--cpus-per-task={want}` on the one "
+                                "task per node that starts the {ranks} ranks (or `--exclusive`; the cluster default"
+                                " is DefCpuPerGPU in slurm.conf); outside Slurm widen the cpuset (`taskset -pc` of "
+                                "the launcher, the container's CPU set)"},
+    ),
     "ND315": CodeText(
         "gpu-pair-slow",
         "The intra-node GPU-pair pass: a GPU pair far behind its node's best (or a GPU with NVLinks down, NVML).",
