@@ -111,6 +111,32 @@ class PairResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GpuPairResult:
+    """Two GPUs of one node ping-ponging (``gpupairs.py``): ``busbw_gbps`` is bytes over their path per second,
+    one way at a time (``busbw.pair_gbps``), as a node pair's."""
+
+    node: int  # node index
+    local: tuple[int, int]  # local ranks (the GPUs they drive)
+    ranks: tuple[int, int]  # world ranks
+    size_bytes: int
+    iters: int
+    time_us: float  # per round trip
+    busbw_gbps: float
+    wrong: int
+    round: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvLinkState:
+    """One GPU's NVLinks as NVML reports them (``nvlinks.py``): ``up`` of the ``links`` it has."""
+
+    node: int
+    gpu: str  # PCI address, sysfs form (0000:1b:00.0)
+    up: int
+    links: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeInfo:
     index: int
     host: str
@@ -145,6 +171,9 @@ class BenchResult:
     pairs_seconds: float = 0.0  # the node-pair pass
     pairs_predicted_s: tuple[float, float] | None = None  # its prediction: healthy, one bad node
     rank_cpus: list[RankCpus | None] = field(default_factory=list)  # by world rank; None: not known (``cpus``)
+    gpu_pairs: list[GpuPairResult] = field(default_factory=list)  # the intra-node GPU-pair pass (NCCL)
+    nvlinks: list[NvLinkState] = field(default_factory=list)  # NVML's NVLink state per GPU, where read
+    nvlinks_unread: str | None = None  # why NVML was not read (no nvidia-ml-py, CPU ranks, ...)
 
     @property
     def nnodes(self) -> int:

@@ -37,6 +37,7 @@ from nccl_doctor.bench.exchange import (
     expected_to_json,
 )
 from nccl_doctor.bench.expected import Expected, local_expected
+from nccl_doctor.bench.gpupass import measure_gpu_pairs
 from nccl_doctor.bench.groups import plan_groups, why_not
 from nccl_doctor.bench.model import (
     BenchConfig,
@@ -538,6 +539,7 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
                 done += 1
                 if progress:
                     progress(done, total, measure_stage(op, gname, m.size_bytes), m)
+    measure_gpu_pairs(result, cfg, stages, env=env, guard=lambda fn: _guard(stages, world, host_of, fn))
     if rounds:
         say = (lambda text: print(f"nccl-doctor bench: {text}", file=sys.stderr, flush=True)) if progress else None
         measure_nodes(result, cfg, stages, progress=progress, done=done, total=total, say=say)

@@ -50,6 +50,7 @@ PINNED = {
     "ND307": "too-few-iterations", "ND308": "world-size-mismatch", "ND309": "deadline-expired",
     "ND310": "collective-failed", "ND311": "launch-failed", "ND312": "below-expected",
     "ND313": "cuda-unusable", "ND314": "cpu-starved",
+    "ND315": "gpu-pair-slow",
     "ND401": "version-mismatch", "ND402": "setting-mismatch", "ND403": "nic-mismatch",
     "ND404": "net-plugin-mismatch", "ND405": "node-missing", "ND406": "stage-failed", "ND407": "node-lost",
     "ND408": "rank-count-mismatch", "ND410": "fsdp-smoke", "ND411": "store-value-rejected",
