@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -56,14 +58,33 @@ def _torch_missing() -> str | None:
 SYSTEM = ROOT / "tests" / "system"
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m selects: the serial marks below count
+# System tests (namespaces, Slurm daemons, whole clusters of processes) run one at a time, all in one
+# pytest-xdist worker (``--dist loadgroup``), while the other workers run the unit and process tests: a
+# cluster test spends most of its time waiting on its nodes (about a quarter of one core on average), so
+# the unit tests fill the idle CPU, and no two clusters ever compete for it.
+CLUSTER_GROUP = "cluster"
+
+
+def pytest_configure(config):
+    """Each xdist worker gets a TMPDIR of its own, so a test that checks what its processes left in the
+    temporary directory sees its own leftovers, never those of a test running beside it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        own = tempfile.mkdtemp(prefix=f"ncd-tests-{worker}-")
+        os.chmod(own, 0o755)  # munged (user munge) must reach its socket under a Slurm cluster's dir
+        os.environ["TMPDIR"] = own
+        tempfile.tempdir = None  # re-read TMPDIR
+        config.add_cleanup(lambda: shutil.rmtree(own, ignore_errors=True))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the marks below count
 def pytest_collection_modifyitems(config, items):
     """Skip, with the printed reason, what this machine cannot run: torch tests need torch; namespaces
     need root; a Slurm cluster needs namespaces and slurmctld/slurmd/munge installed. System tests
-    (namespaces, Slurm daemons, fixed ports) are ``serial``: .ci/run runs them after the parallel run."""
+    (namespaces, Slurm daemons) share one xdist group (``CLUSTER_GROUP``)."""
     for item in items:
         if SYSTEM in item.path.parents or "netns" in item.keywords or "slurm" in item.keywords:
-            item.add_marker(pytest.mark.serial)
+            item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
     torch_reason = _torch_missing() if any("torch" in item.keywords for item in items) else None
     netns_reason = netns.can_use_netns()
     slurm_reason = None

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.cluster.slurm import visible_gpus
+from nccl_doctor.cudavisible import visible_devices
 
 # test seam: "unavailable" (cuInit fails), "802" (the fabric manager is down), or a number N (CUDA works and
 # shows N GPUs: fewer than the local ranks makes the ranks fail; enough makes them really try CUDA)
@@ -34,6 +35,7 @@ FIX_CUDA = ("run `nvidia-smi` on this node: it must list every GPU without an er
 FIX_CPU_BUILD = ("install a CUDA build of torch (pip install torch --index-url https://download.pytorch.org/whl/"
                  "cu<version>, matching the driver's CUDA in `nvidia-smi`), or pass --cpu to test the network with "
                  "Gloo only")
+MIG_ONE_DEVICE = "CUDA shows each process one MIG device, the first listed"
 
 
 class CudaApi(Protocol):
@@ -52,7 +54,8 @@ class CudaApi(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class Choice:
     backend: Backend
-    device: str  # "cuda:<LOCAL_RANK>" or "cpu"
+    device: str  # "cuda:<device_index>" or "cpu"
+    device_index: int | None = None  # the CUDA ordinal for ``torch.cuda.set_device``; None on CPU
 
     @property
     def use_cuda(self) -> bool:
@@ -71,6 +74,7 @@ class CudaUnusable(RuntimeError):  # noqa: N818 - a node's state, reported as a 
 class GpusExpected:
     count: int
     source: str  # "CUDA_VISIBLE_DEVICES=0,1", "/dev/nvidia*", "SLURM_GPUS_ON_NODE=4", or "" when none
+    mig: bool = False  # CUDA_VISIBLE_DEVICES lists MIG devices: CUDA shows each process one (``cudavisible``)
 
 
 def gpus_expected(env: Mapping[str, str], dev_root: Path = Path("/dev")) -> GpusExpected:
@@ -78,6 +82,9 @@ def gpus_expected(env: Mapping[str, str], dev_root: Path = Path("/dev")) -> Gpus
     n = visible_gpus(env, dev_root)
     if n:
         cvd = env.get("CUDA_VISIBLE_DEVICES")
+        visible = visible_devices(cvd)
+        if visible is not None and visible.mig:
+            return GpusExpected(n, f"CUDA_VISIBLE_DEVICES={cvd}: {MIG_ONE_DEVICE}", mig=True)
         return GpusExpected(n, f"CUDA_VISIBLE_DEVICES={cvd}" if cvd is not None else f"{n} x {dev_root}/nvidia*")
     slurm = env.get("SLURM_GPUS_ON_NODE", "").strip()
     if slurm.isdigit() and int(slurm) > 0:
@@ -90,18 +97,41 @@ def expects_nccl(env: Mapping[str, str], *, force_cpu: bool, dev_root: Path = Pa
     return not force_cpu and gpus_expected(env, dev_root).count > 0
 
 
+def device_index(count: int, *, local_rank: int, local_world_size: int | None) -> int | None:
+    """The CUDA ordinal this rank uses, or None when CUDA's ``count`` devices cannot give it one of its own.
+
+    ``cuda:<local_rank>`` when the process sees a GPU for every local rank. ``cuda:0`` when it sees exactly
+    one device and nothing says other ranks see the same one: a launcher that binds each process to its own
+    GPU (``srun --gpus-per-task=1``, a MIG device per task) gives LOCAL_RANK 3 one device, ordinal 0, and no
+    LOCAL_WORLD_SIZE. Where LOCAL_WORLD_SIZE says several ranks were started together (torchrun, our own
+    launchers: they pass every rank the same CUDA_VISIBLE_DEVICES), one device means they would share it."""
+    ranks = max(local_rank + 1, local_world_size or 0)
+    if count >= ranks:
+        return local_rank
+    if count == 1 and (local_world_size or 1) == 1:
+        return 0
+    return None
+
+
 def choose(cuda: CudaApi, *, local_rank: int, local_world_size: int | None, expected: GpusExpected,
            force_cpu: bool) -> Choice:
-    """NCCL on ``cuda:<local_rank>`` when CUDA works and has a GPU for every local rank; Gloo on CPU with
-    ``--cpu`` or where no GPU is expected. Raises ``CudaUnusable`` where GPUs are expected and CUDA cannot
-    serve them (unavailable, or fewer GPUs than local ranks): never a silent Gloo."""
+    """NCCL on this rank's GPU (``device_index``) when CUDA works and has one for every local rank; Gloo on
+    CPU with ``--cpu`` or where no GPU is expected. Raises ``CudaUnusable`` where GPUs are expected and CUDA
+    cannot serve them (unavailable, or fewer GPUs than local ranks): never a silent Gloo."""
     if force_cpu:
         return Choice(backend=Backend.GLOO, device="cpu")
     if cuda.is_available():
         count = cuda.device_count()
         ranks = max(local_rank + 1, local_world_size or 0)
-        if count >= ranks:
-            return Choice(backend=Backend.NCCL, device=f"cuda:{local_rank}")
+        index = device_index(count, local_rank=local_rank, local_world_size=local_world_size)
+        if index is not None:
+            return Choice(backend=Backend.NCCL, device=f"cuda:{index}", device_index=index)
+        if expected.mig:
+            raise CudaUnusable(
+                f"this node starts {ranks} rank(s) on MIG devices but {MIG_ONE_DEVICE}: every rank would run on "
+                f"the first one ({expected.source})",
+                "start one rank per node (--nproc-per-node 1), or give each process its own MIG device "
+                "(CUDA_VISIBLE_DEVICES=MIG-<uuid> per task: `srun --gpus-per-task=1`); `nvidia-smi -L` lists them")
         raise CudaUnusable(
             f"this node starts {ranks} rank(s) but CUDA shows only {count} GPU(s): LOCAL_RANK {local_rank}"
             + (" has no GPU of its own" if count <= local_rank else " would share a GPU with another rank")

@@ -105,7 +105,8 @@ OPTIONAL_NUMBER = (int, float, type(None))
 OPTIONAL_STR = (str, type(None))
 _EXPECTED_FIELDS: dict[str, tuple[type, ...]] = {
     "inter_gbps": OPTIONAL_NUMBER, "per_rank_gbps": OPTIONAL_NUMBER, "inter_basis": (str,), "ifaces": (list,),
-    "iface": OPTIONAL_STR, "intra_gbps": OPTIONAL_NUMBER, "intra_basis": OPTIONAL_STR}
+    "iface": OPTIONAL_STR, "intra_gbps": OPTIONAL_NUMBER, "intra_basis": OPTIONAL_STR,
+    "intra_allreduce_gbps": OPTIONAL_NUMBER}
 
 
 def expected_to_json(exp: Expected | None) -> dict[str, Any] | None:
@@ -121,4 +122,4 @@ def expected_from_json(entry: Any, rank: int) -> Expected | None:
         raise PeerDataError(f"rank {rank} sent malformed yardstick (interface names)")
     return Expected(inter_gbps=d["inter_gbps"], per_rank_gbps=d["per_rank_gbps"], inter_basis=d["inter_basis"],
                     ifaces=tuple(d["ifaces"]), iface=d["iface"], intra_gbps=d["intra_gbps"],
-                    intra_basis=d["intra_basis"])
+                    intra_basis=d["intra_basis"], intra_allreduce_gbps=d["intra_allreduce_gbps"])

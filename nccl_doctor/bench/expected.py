@@ -24,22 +24,58 @@ from nccl_doctor.node import NodeProbe, probe_node
 # other virtual interface (veth, bridge, macvlan, vxlan, tun...) has a made-up speed (veth: 10000), no line rate.
 RATED_VIRTUAL_KINDS = ("bond", "vlan", "loopback")
 
-# PCI device id -> (model, busbw NCCL reaches inside one node in GB/s, how). NVLink: links x NCCL's
-# per-link constant (graph/topo.h); PCIe: NCCL's effective x16 figure. Estimates, not measurements.
+NVLS_ALLREDUCE_GAIN = 1.3  # 8 x H100 all-reduce with NVLS ~480 GB/s busbw, other ops ~370 (sjeaugey, nccl-tests#212)
+# GPUs that talk over PCIe and sit on different CPU sockets cross the CPUs' link: NCCL's bandwidth for it
+# (graph/topo.h) is 6 (Broadwell QPI), 10 (Skylake UPI, SKL_QPI_BW), 16-32 (AMD Zen), 22-40 (Sapphire/Emerald
+# Rapids); without the CPU model the probe takes Skylake's, the lowest current x86 figure
+CROSS_SOCKET_GBPS = 10.0
+
+
+@dataclass(frozen=True)
+class GpuIntra:
+    """A GPU model's intra-node busbw estimate: NVLink links x NCCL's per-link constant (graph/topo.h), or
+    NCCL's effective PCIe x16 figure. Estimates, not measurements."""
+
+    model: str
+    gbps: float
+    how: str
+    nvls: bool = False  # NVSwitch with multicast (Hopper, Blackwell): NCCL's NVLS all-reduce reaches ~1.3x
+    pcie: bool = False  # peers over PCIe: GPUs on two CPU sockets are judged on the CPUs' link instead
+
+
+_NVL4 = "NVLink 4: 18 links x 20.6 GB/s"
+_NVL5 = "NVLink 5: 18 links x 40.1 GB/s"
+# beyond its NVLink bridge (H100 NVL: pairs, 600 GB/s bidirectional; H200 NVL: 2- or 4-way, 900 GB/s) an NVL
+# card reaches its peers over PCIe, so a group larger than the bridge runs at PCIe speed: judged on that
+_NVL_BRIDGE = "PCIe Gen5 x16 (NVLink bridges join only {}; a larger group runs at PCIe speed)"
+# PCI device id -> the estimate. Device ids: NVIDIA's "Compatible GPUs" table of the open GPU kernel modules
+# (README.md, driver 610.43.03, as carried by github.com/tinygrad/open-gpu-kernel-modules): H100 NVL 2321,
+# H20 2329, H200 2335, H200 NVL 233B, GH200 2342, B200 2901, GB200 2941, GB300 31C2/31C3. Bandwidths:
+# nccl-facts.md section E (NCCL's per-link constants); GH200 in 4-GPU nodes: "NVLink 4 GPU-to-GPU links,
+# 300 GB/s between pairs of GPUs (150 GB/s per direction)" (JSC, JUPITER configuration page), i.e. 6 links a
+# pair; H20: NVLink 4, 900 GB/s bidirectional like H100 SXM (NVIDIA's H20 product brief); GB200/GB300:
+# NVLink 5, 1.8 TB/s bidirectional per GPU (NVIDIA's GB200/GB300 NVL72 pages), like B200.
 GPU_INTRA = {
-    "0x1db1": ("V100 SXM2", 120.0, "NVLink 2: 6 links x 20 GB/s"),
-    "0x1db5": ("V100 SXM2", 120.0, "NVLink 2: 6 links x 20 GB/s"),
-    "0x1db4": ("V100 PCIe", 12.0, "PCIe Gen3 x16"),
-    "0x20b0": ("A100 SXM4", 240.0, "NVLink 3: 12 links x 20 GB/s"),
-    "0x20b2": ("A100 SXM4", 240.0, "NVLink 3: 12 links x 20 GB/s"),
-    "0x20f3": ("A800 SXM4", 160.0, "NVLink 3 (A800: 8 links x 20 GB/s)"),
-    "0x20f1": ("A100 PCIe", 24.0, "PCIe Gen4 x16"),
-    "0x20b5": ("A100 PCIe", 24.0, "PCIe Gen4 x16"),
-    "0x2330": ("H100 SXM5", 370.0, "NVLink 4: 18 links x 20.6 GB/s"),
-    "0x2324": ("H800 SXM5", 165.0, "NVLink 4, export-limited (H800: 8 links x 20.6 GB/s)"),
-    "0x2335": ("H200 SXM", 370.0, "NVLink 4: 18 links x 20.6 GB/s"),
-    "0x2331": ("H100 PCIe", 48.0, "PCIe Gen5 x16"),
-    "0x2901": ("B200", 722.0, "NVLink 5: 18 links x 40.1 GB/s"),
+    "0x1db1": GpuIntra("V100 SXM2", 120.0, "NVLink 2: 6 links x 20 GB/s"),
+    "0x1db5": GpuIntra("V100 SXM2", 120.0, "NVLink 2: 6 links x 20 GB/s"),
+    "0x1db4": GpuIntra("V100 PCIe", 12.0, "PCIe Gen3 x16", pcie=True),
+    "0x20b0": GpuIntra("A100 SXM4", 240.0, "NVLink 3: 12 links x 20 GB/s"),
+    "0x20b2": GpuIntra("A100 SXM4", 240.0, "NVLink 3: 12 links x 20 GB/s"),
+    "0x20f3": GpuIntra("A800 SXM4", 160.0, "NVLink 3 (A800: 8 links x 20 GB/s)"),
+    "0x20f1": GpuIntra("A100 PCIe", 24.0, "PCIe Gen4 x16", pcie=True),
+    "0x20b5": GpuIntra("A100 PCIe", 24.0, "PCIe Gen4 x16", pcie=True),
+    "0x2330": GpuIntra("H100 SXM5", 370.0, _NVL4, nvls=True),
+    "0x2324": GpuIntra("H800 SXM5", 165.0, "NVLink 4, export-limited (H800: 8 links x 20.6 GB/s)", nvls=True),
+    "0x2329": GpuIntra("H20", 370.0, _NVL4, nvls=True),
+    "0x2335": GpuIntra("H200 SXM", 370.0, _NVL4, nvls=True),
+    "0x2331": GpuIntra("H100 PCIe", 48.0, "PCIe Gen5 x16", pcie=True),
+    "0x2321": GpuIntra("H100 NVL", 48.0, _NVL_BRIDGE.format("pairs"), pcie=True),
+    "0x233b": GpuIntra("H200 NVL", 48.0, _NVL_BRIDGE.format("2 or 4 GPUs"), pcie=True),
+    "0x2342": GpuIntra("GH200", 123.6, "NVLink 4 between superchips: 6 links per GPU pair x 20.6 GB/s"),
+    "0x2901": GpuIntra("B200", 722.0, _NVL5, nvls=True),
+    "0x2941": GpuIntra("GB200", 722.0, _NVL5, nvls=True),
+    "0x31c2": GpuIntra("GB300", 722.0, _NVL5, nvls=True),
+    "0x31c3": GpuIntra("GB300", 722.0, _NVL5, nvls=True),
 }
 
 
@@ -54,6 +90,7 @@ class Expected:
     iface: str | None = None  # the first netdev behind them, for `ethtool`/`tc` fixes
     intra_gbps: float | None = None
     intra_basis: str | None = None  # always an estimate: says so
+    intra_allreduce_gbps: float | None = None  # all-reduce's, where NVLS lifts it above intra_gbps (else None)
 
 
 def local_expected(env: Mapping[str, str], backend: Backend,
@@ -87,9 +124,10 @@ def expected_bandwidth(node: NodeProbe, backend: Backend, *, route_iface: str | 
     inter = _nccl_rdma(node) if backend == Backend.NCCL else None
     if inter is None:
         inter = _socket(node, backend, route_iface)
-    intra, intra_basis = _intra(node) if backend == Backend.NCCL else _no_intra(node)
+    intra, intra_basis, allreduce = _intra(node) if backend == Backend.NCCL else (*_no_intra(node), None)
     return Expected(inter_gbps=inter[0], per_rank_gbps=inter[1], inter_basis=inter[2], ifaces=inter[3],
-                    iface=_netdev(node, inter[3][0]) if inter[3] else None, intra_gbps=intra, intra_basis=intra_basis)
+                    iface=_netdev(node, inter[3][0]) if inter[3] else None, intra_gbps=intra, intra_basis=intra_basis,
+                    intra_allreduce_gbps=allreduce)
 
 
 def _netdev(node: NodeProbe, name: str) -> str:
@@ -172,13 +210,23 @@ def _no_intra(node: NodeProbe) -> tuple[float | None, str | None]:
                   "NVLink/PCIe peer-to-peer links; not judged against them")
 
 
-def _intra(node: NodeProbe) -> tuple[float | None, str | None]:
+def _intra(node: NodeProbe) -> tuple[float | None, str | None, float | None]:
+    """(busbw, how, all-reduce's busbw where NVLS lifts it) inside this node, from the slowest GPU model."""
     gpus = node.facts.gpus
     if not gpus:
-        return None, None
+        return None, None, None
     unknown = sorted({g.pci.device or "?" for g in gpus if (g.pci.device or "").lower() not in GPU_INTRA})
     if unknown:
-        return None, f"GPU model {', '.join(unknown)} not in the table: no intra-node estimate"
-    slowest = min((GPU_INTRA[(g.pci.device or "").lower()] for g in gpus), key=lambda k: k[1])
-    return slowest[1], f"estimate for {len(gpus)} x {slowest[0]}: {slowest[2]} (NCCL's effective figure, " \
-                       "nccl-facts.md section E)"
+        return None, f"GPU model {', '.join(unknown)} not in the table: no intra-node estimate", None
+    slowest = min((GPU_INTRA[(g.pci.device or "").lower()] for g in gpus), key=lambda k: k.gbps)
+    gbps, how = slowest.gbps, slowest.how
+    sockets = sorted({g.pci.numa_node for g in gpus if g.pci.numa_node is not None})
+    if slowest.pcie and len(sockets) > 1 and gbps > CROSS_SOCKET_GBPS:
+        gbps = CROSS_SOCKET_GBPS
+        how += (f", but the GPUs span NUMA nodes {', '.join(map(str, sockets))}: the ring crosses the CPUs' link, "
+                f"{CROSS_SOCKET_GBPS:g} GB/s (NCCL's Skylake UPI figure, the lowest current x86 one)")
+    nvls = gbps * NVLS_ALLREDUCE_GAIN if slowest.nvls else None
+    if nvls:
+        how += f"; all-reduce with NVLS {NVLS_ALLREDUCE_GAIN:g} x"
+    return gbps, (f"estimate for {len(gpus)} x {slowest.model}: {how} (NCCL's effective figure, "
+                  "nccl-facts.md section E)"), nvls

@@ -6,6 +6,7 @@ import bisect
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nccl_doctor.bench.busbw import Op
 from nccl_doctor.bench.model import BenchResult, Group, NodeInfo
 from nccl_doctor.bench.pairs import Localisation, floor_gbps, pair_expected_gbps, slow_rails, slow_ratio
 
@@ -145,3 +146,25 @@ def group_expected(result: BenchResult, group: str) -> float | None:
         return None
     share = result.local_world_size if group == Group.INTER else 1
     return min(known_links) / share
+
+
+def op_expected(result: BenchResult, group: str, op: str) -> float | None:
+    """What ``op``'s busbw on ``group`` should reach: ``group_expected``, but all-reduce inside a node of
+    NVLS-capable GPUs (NVSwitch multicast: ~480 GB/s busbw on H100 where the other ops reach ~370) against
+    its own yardstick (``Expected.intra_allreduce_gbps``), so NVLS neither reads 130% nor hides a fault."""
+    want = group_expected(result, group)
+    intra = group == Group.INTRA or (group == Group.WORLD and result.nnodes == 1)
+    if op != Op.ALL_REDUCE or not intra or want is None:
+        return want
+    gains = [n.expected.intra_allreduce_gbps / n.expected.intra_gbps
+             if n.expected is not None and n.expected.intra_allreduce_gbps and n.expected.intra_gbps else 1.0
+             for n in result.nodes]
+    return want * min(gains, default=1.0)
+
+
+def op_basis(result: BenchResult, group: str, op: str) -> str:
+    """How ``op_expected`` differs from the group's yardstick, for a finding's text (empty when it does not)."""
+    want, mine = group_expected(result, group), op_expected(result, group, op)
+    if not want or not mine or mine == want:
+        return ""
+    return f"; {op} with NVLS (NVSwitch multicast): {mine / want:.2f} x {want:.1f} GB/s"

@@ -10,12 +10,14 @@ from collections.abc import Callable
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import MIB, format_size, round_size
+from nccl_doctor.bench.cpus import judge_cpus
 from nccl_doctor.bench.figures import NodeFigures, node_figures, node_localisation
+from nccl_doctor.bench.gpupairs import judge_gpu_pairs
 from nccl_doctor.bench.groups import MISFIT_SKIP, mesh_misfit
 from nccl_doctor.bench.model import BenchResult, PairResult
 from nccl_doctor.bench.pairs import floor_gbps, link_slow_rails, slow_rails, slow_ratio
 from nccl_doctor.bench.rails import rail_label
-from nccl_doctor.bench.shortfall import judge_expected
+from nccl_doctor.bench.shortfall import JUDGED_CHUNK, judge_expected, unjudged_groups
 from nccl_doctor.cluster.slurm import SlurmInfo
 from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Severity, finding, hosts_text, plural
@@ -35,6 +37,8 @@ def judge(result: BenchResult, *, slurm: SlurmInfo | None = None, short_sweep: b
     out += _judge_wrong(result)
     out += _judge_nodes(result)
     out += judge_expected(result)
+    out += judge_cpus(result)
+    out += judge_gpu_pairs(result)
     out += _judge_trust(result, slurm, short_sweep)
     if not any(f.severity is Severity.FAIL for f in out) and result.results:
         out.append(_all_good(result))
@@ -49,6 +53,13 @@ def _all_good(result: BenchResult) -> Finding:
         loc = node_localisation(result)
         msg += (f"; no slow node or link: {len(loc.links)} node pair(s) in {len(loc.rounds)} round(s), "
                 f"slowest {min(loc.links.values()):.3f} GB/s, fastest {max(loc.links.values()):.3f} GB/s")
+    unjudged = unjudged_groups(result)
+    if unjudged:  # said at PASS level: too small per rank to judge at this scale, not a fault
+        msg += "; not judged against its yardstick: " + ", ".join(
+            f"{m.group} ({m.group_size} ranks) at {format_size(m.size_bytes)}, "
+            f"{format_size(m.size_bytes // m.group_size)} per rank (judged from {format_size(JUDGED_CHUNK)} per rank): "
+            f"{max(x.busbw_gbps for x in result.results if x.group == m.group):.3f} GB/s, latency-bound at this scale"
+            for m in unjudged)
     virtual = [n.host for n in result.nodes if n.nominal_link]
     if virtual:  # said at PASS level: no line rate was there to judge against, and that is not a fault
         msg += (f"; yardstick unknown on {hosts_text(virtual)}: a virtual interface has no line rate (its sysfs "

@@ -84,6 +84,7 @@ class RailResult:
     busbw_gbps: float
     wrong: int
     nics: tuple[str | None, str | None] = (None, None)  # the NIC nearest each end's GPU (probe), None unknown
+    iters: int = 0  # timed exchanges: the planned count, fewer on a rail too slow for it (``pairs.rail_iters``)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +111,32 @@ class PairResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GpuPairResult:
+    """Two GPUs of one node ping-ponging (``gpupairs.py``): ``busbw_gbps`` is bytes over their path per second,
+    one way at a time (``busbw.pair_gbps``), as a node pair's."""
+
+    node: int  # node index
+    local: tuple[int, int]  # local ranks (the GPUs they drive)
+    ranks: tuple[int, int]  # world ranks
+    size_bytes: int
+    iters: int
+    time_us: float  # per round trip
+    busbw_gbps: float
+    wrong: int
+    round: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvLinkState:
+    """One GPU's NVLinks as NVML reports them (``nvlinks.py``): ``up`` of the ``links`` it has."""
+
+    node: int
+    gpu: str  # PCI address, sysfs form (0000:1b:00.0)
+    up: int
+    links: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeInfo:
     index: int
     host: str
@@ -119,6 +146,15 @@ class NodeInfo:
     expected: Expected | None = None  # the probe's yardstick for this node (its local rank 0's view)
     nominal_link: bool = False  # the links' sysfs speed is nominal (veth): a floor still, not a ceiling
     no_expected: str | None = None  # why there is no yardstick (the probe could not read this node)
+
+
+@dataclass(frozen=True)
+class RankCpus:
+    """The CPUs one rank may run on (``os.sched_getaffinity``): how many, and which where the list was short
+    enough to send (``cpus.MAX_LIST_CHARS``; None: only the count came)."""
+
+    count: int
+    cpus: frozenset[int] | None = None
 
 
 @dataclass(kw_only=True)
@@ -134,6 +170,10 @@ class BenchResult:
     elapsed_s: float = 0.0
     pairs_seconds: float = 0.0  # the node-pair pass
     pairs_predicted_s: tuple[float, float] | None = None  # its prediction: healthy, one bad node
+    rank_cpus: list[RankCpus | None] = field(default_factory=list)  # by world rank; None: not known (``cpus``)
+    gpu_pairs: list[GpuPairResult] = field(default_factory=list)  # the intra-node GPU-pair pass (NCCL)
+    nvlinks: list[NvLinkState] = field(default_factory=list)  # NVML's NVLink state per GPU, where read
+    nvlinks_unread: str | None = None  # why NVML was not read (no nvidia-ml-py, CPU ranks, ...)
 
     @property
     def nnodes(self) -> int:

@@ -1,10 +1,14 @@
 """Node pairs for ``bench`` and ``preflight``: which node (or link) is slow, in O(N) work.
 
-Planning (plain functions, tested directly). Round 1 pairs node 0 with 1, 2 with 3, ... (one round
-whatever N). A slow pair makes both its nodes suspects; each later round tests suspects (and a leftover
-odd node) against nodes already shown good, as many at once as there are good nodes. A healthy cluster
-costs one round (two for odd N); k bad nodes among N about 1 + ceil(2k / (N - 2k)) rounds, never the
-N-1 rounds of all-pairs.
+Planning (plain functions, tested directly). Round 1 pairs node 0 with 1, 2 with 3, ...: neighbours in
+the node list, usually under one leaf switch. Round 2, the far round (``far_round``), pairs node i with
+node i + ceil(N/2): the halves of the list meet, so the leaf-to-spine links carry traffic too. A slow link
+makes both its nodes suspects; each later round tests suspects (and a node not yet measured) against nodes
+already shown good, as many at once as there are good nodes. A healthy cluster of 3 or more nodes costs
+two rounds (2 nodes: one); one bad node is named in those two (its two partners are proven good by their
+other link; with odd N one more round at most), 16 and 256 bad nodes among 8,192 in 2 and 3 rounds; never
+the N-1 rounds of all-pairs. A bad uplink makes far links slow between nodes good in round 1: they are
+measured again and reported as slow links, never as bad nodes.
 
 Judging (one rule for both commands; ``judge.py`` applies it). A link is slow below ``slow_ratio`` (a
 quarter on NCCL, a tenth on CPU-bound Gloo) of the best link, or below the floor (a share of the line rate,
@@ -25,17 +29,25 @@ names the rail (and its NIC) behind a slow node or link. The yardstick of one ra
 of the node's links when rails share them (``pair_expected_gbps``).
 
 Measuring (``worker.py``, inside a process group): each rail's two ranks ping-pong point-to-point
-(send/recv) on the world group, one direction at a time, so each flow's ACKs cross an idle link and a
-shaped link shows its rate: 1.00-1.05 of one-way raw TCP on a tbf link, as with the dedicated 2-rank group
-per rail it replaced, where a simultaneous two-way exchange gave 0.62-0.68. No group is created: a
-``new_group`` is a store barrier over every rank, made by every rank for every group, so 1,024 nodes x 8
-rails cost 4,096 of them per rank per round before a byte moved; point-to-point on the world group
-involves only the two ranks that talk (NCCL connects the pair on first use; Gloo reuses the world
-group's connection between them: the same TCP transport). Each rail's two ranks shake hands (a
-one-element exchange) before timing, instead of a barrier on their group; the ranks outside every rail
-of a round (the odd node out) make the same world all-reduces as the others: one that lines the rails
-up, and the two that share the figures, so every rank ends each round with the same figures and plans
-the same next round.
+(isend/irecv) on the world group, one direction at a time, so each flow's ACKs cross an idle link and a
+shaped link shows its rate: 1.00-1.05 of one-way raw TCP on a tbf link, where a simultaneous two-way
+exchange gave 0.62-0.68. nccl-doctor creates no group: a ``new_group`` is a store barrier over every rank,
+made by every rank for every group, so 1,024 nodes x 8 rails cost 4,096 of them per rank per round before a
+byte moved. On NCCL, torch itself gives each rail a communicator of its own: an unbatched send/recv in lazy
+init makes a 2-rank NCCL communicator for the two ranks at their first exchange (torch warns: "An unbatched
+P2P op (send/recv) was called on this ProcessGroup with size N. In lazy initialization mode, this will
+result in a new 2-rank NCCL communicator to be created", ``fixtures/gpu/h200-2026-12-04/fake2``); with
+``device_id`` (eager init) torch runs it on the group's own communicator instead, serialised with that
+group's other operations. Either way a rail measures the two GPUs' NIC-level path as NCCL picks it for
+that pair: not the world communicator's rings and trees, and not PXN. The NIC named for a rail is the
+probe's nearest to its GPU by PCI path (``rails.py``), not read from NCCL's log. Gloo reuses the world
+group's TCP connection between the two ranks. Each rail's two ranks shake hands (a one-element exchange)
+before timing, instead of a barrier on their group; the ranks outside every rail of a round (the odd
+node out) make the same world all-reduces as the others: one that shares each rail's pace and lines the
+rails up, and the two that share the figures, so every rank ends each round with the same figures and
+plans the same next round. A rail's timed exchanges fit ``PAIR_LOOP_BUDGET_S`` at the pace of its first
+ones (``rail_iters``), and the closing all-reduce waits ``closing_deadline_s``: a rail fallen back to 1 GbE
+is measured in fewer exchanges and named slow, not left to outlast the collective timeout.
 
 Cost: planning and judging are linear in nodes and links (``Localisation.verdicts``, ``Pool``): 8,192
 nodes plan and judge in about half a second of CPU (``benchmarks/bench_pair_plan.py``).
@@ -61,6 +73,16 @@ SLOW_RATIO_BY_BACKEND: dict[Backend, float] = {Backend.NCCL: SLOW_RATIO, Backend
 LAGGING_RAIL_RATIO = 0.1
 FLOOR_SHARE = {Backend.NCCL: 0.25, Backend.GLOO: 0.05}  # ... or below this share of the line rate (Gloo: CPU-bound)
 MAX_ROUNDS = 6
+FAR_MIN_NODES = 3  # the far round needs a node round 1 did not pair with: from 3 nodes
+# the timed exchanges of one rail, at most: a rail's iterations are cut to fit (``rail_iters``). A healthy rail
+# never needs it (32 x 2 x 256 MiB: 0.34 s at 50 GB/s, 5.5 s at 25 Gb/s), a rail fallen back to 1 GbE needs
+# ~140 s for the same: beyond the collective timeout, which turned a slow rail into a timeout naming nobody
+PAIR_LOOP_BUDGET_S = 10.0
+PAIR_LOOP_TIMEOUT_SHARE = 0.25  # ... and at most this share of the collective timeout (its check runs first)
+# the rails' closing all-reduce waits for the slowest rail's planned loop this many times over, plus the
+# margin (the handshakes, a loop slower than its first exchange), never past the collective timeout
+CLOSE_SLACK = 4.0
+CLOSE_MARGIN_S = 10.0
 ROUND_OVERHEAD_S = 0.05  # per round: its world all-reduces and handshakes
 UNKNOWN_RATE_GBPS = 1.0  # the prediction's rate when the line rate is unknown
 
@@ -242,15 +264,32 @@ def below_share(rails: Iterable[RailResult], want_gbps: float | None, share: flo
 
 
 def first_round(nnodes: int) -> list[tuple[int, int]]:
+    """Neighbours in the node list: 0-1, 2-3, ... (the odd node out waits for a later round)."""
     return [(i, i + 1) for i in range(0, nnodes - 1, 2)]
 
 
+def far_round(nnodes: int) -> list[tuple[int, int]]:
+    """Node i with node i + ceil(N/2): the two halves of the node list (racks, leaf switches: the list is in
+    the scheduler's order) against each other, so leaf-to-spine links carry traffic that round 1's
+    neighbours keep under one leaf. Disjoint; with odd N it takes in round 1's odd node out and leaves out one
+    that round 1 measured. None for fewer than 3 nodes (nothing round 1 did not pair)."""
+    if nnodes < FAR_MIN_NODES:
+        return []
+    half = (nnodes + 1) // 2
+    return [(i, i + half) for i in range(nnodes - half)]
+
+
 def next_round(loc: Localisation) -> list[tuple[int, int]]:
-    """Disjoint pairs testing each unresolved node against a good node (else any node it has not met):
-    the first free one in node order. Linear in nodes and links (``Pool``), so 8,192 nodes plan in
-    milliseconds."""
+    """Round 2 is the far round (``far_round``), whatever round 1 found: it crosses the spine and, where
+    round 1 saw a slow pair, tests both ends against other partners at once. Later rounds: disjoint pairs
+    testing each unresolved node against a good node (else any node it has not met): the first free one in
+    node order. Linear in nodes and links (``Pool``), so 8,192 nodes plan in milliseconds."""
     if len(loc.rounds) >= MAX_ROUNDS:
         return []
+    if len(loc.rounds) == 1:
+        far = [p for p in far_round(loc.nnodes) if p not in loc.links]
+        if far:
+            return far
     v = loc.verdicts()
     busy: set[int] = set()
     good = Pool(sorted(v.good), busy)
@@ -319,12 +358,15 @@ def floor_gbps(nodes: Iterable[NodeInfo], backend: Backend, rails: int = 1) -> f
 
 
 def predict_rounds(nnodes: int) -> tuple[int, int]:
-    """(rounds when healthy, rounds with one bad node): printed before starting."""
+    """(rounds when healthy, rounds with one bad node): printed before starting. From 3 nodes a healthy
+    cluster runs round 1 and the far round; one bad node is then named by both its partners (proven good by
+    their other link), except with odd N when the node the far round left out was its round-1 partner (one
+    more round for that node)."""
     if nnodes < 2:
         return 0, 0
-    if nnodes == 2:
+    if nnodes < FAR_MIN_NODES:
         return 1, 1
-    return (1, 2) if nnodes % 2 == 0 else (2, 3)
+    return (2, 2) if nnodes % 2 == 0 else (2, 3)
 
 
 def predicted_seconds(rounds: int, size_bytes: int, exchanges: int, gbps: float,
@@ -345,3 +387,31 @@ def plan_line(nnodes: int, size_bytes: int, exchanges: int, gbps: float | None) 
             f"bad node; {size} ping-pong x {exchanges} per pair; predicted {secs[0]:.1f}-{secs[1]:.1f} s at "
             + (f"line rate ({gbps:.3f} GB/s)" if gbps else "1 GB/s (line rate unknown)"))
     return text, secs
+
+
+# --- sizing a round to its slowest rail -------------------------------------------------------------
+def pair_loop_budget_s(timeout_s: float | None) -> float:
+    """The most one rail's timed exchanges may take: ``PAIR_LOOP_BUDGET_S``, or a share of the collective
+    timeout when that is shorter (the rail's checked exchange and the closing all-reduce share it too)."""
+    if timeout_s is None or timeout_s <= 0:
+        return PAIR_LOOP_BUDGET_S
+    return min(PAIR_LOOP_BUDGET_S, PAIR_LOOP_TIMEOUT_SHARE * timeout_s)
+
+
+def rail_iters(planned: int, first_exchange_s: float, budget_s: float) -> int:
+    """A rail's timed exchanges: the ``planned`` count, or as many as fit ``budget_s`` at the pace of its
+    first (checked) exchange, one at least: a slow rail is measured in fewer exchanges and named slow, never
+    left to run into the timeout. Every rank computes it from the same shared paces, so both ends agree."""
+    if first_exchange_s <= 0:
+        return planned
+    return max(1, min(planned, int(budget_s / first_exchange_s)))
+
+
+def closing_deadline_s(loops_s: Sequence[float], timeout_s: float | None) -> float:
+    """How long a rank waits in the round's closing all-reduce for the slowest rail (``loops_s``: each rail's
+    planned loop, its iterations x its pace): ``CLOSE_SLACK`` times the slowest plus ``CLOSE_MARGIN_S``, at most
+    the collective timeout (where known). A rail that stops inside its loop is then a failure of this round
+    within seconds of its plan, not of the whole timeout."""
+    slowest = max(loops_s, default=0.0)
+    deadline = CLOSE_SLACK * slowest + CLOSE_MARGIN_S
+    return deadline if timeout_s is None or timeout_s <= 0 else min(deadline, timeout_s)

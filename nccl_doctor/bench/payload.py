@@ -28,6 +28,7 @@ class BenchPayload(FieldsJson):
     pairs: Sequence[JsonObject]
     localisation: JsonObject  # the slow node's localisation, or {"skipped": why}
     skipped_groups: Sequence[str]
+    gpu_pairs: JsonObject = field(default_factory=dict)  # the intra-node GPU-pair pass, or {"skipped": why}
 
     @property
     def bench_figures(self) -> JsonObject:

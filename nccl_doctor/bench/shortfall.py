@@ -1,14 +1,21 @@
-"""Figures below what they should reach (ND312, WARN). On NCCL: each group's peak busbw at bandwidth-bound
-sizes against ``figures.group_expected``, and each rail on a NIC of its own against its per-rail
+"""Figures below what they should reach (ND312: FAIL below a quarter of the yardstick, WARN below half). On
+NCCL: each group's peak busbw at bandwidth-bound sizes against ``figures.group_expected`` (all-reduce against
+its own, NVLS-aware one: ``figures.op_expected``), and each rail on a NIC of its own against its per-rail
 yardstick (``figures.yardstick_gbps``). On any backend: a rail far behind the rails sharing its link
 (``pairs.lagging_rails``): a lagging rank, not the link. Pure; ``judge.judge`` calls it.
 
 Why half (``EXPECTED_SHARE``): the yardsticks are estimates (intra: NCCL's effective NVLink/PCIe figure
 from a table; inter: the ports' line rate), which healthy nodes reach at 80-95% in nccl-tests at 256 MiB
-and above; a dead NVLink (NCCL falls back to SHM or PCIe: 5-15% of NVLink) or a NIC or cable running at a
-fraction of its rate lands far below half, while the run-to-run spread and PyTorch's per-call overhead do
-not. Gloo is never judged so: it is CPU-bound, its figures say nothing about the links' capacity.
-Rails already judged slow (ND302/ND303: under a quarter of the best link or the floor) are not repeated.
+and above; a NIC or cable at half its rate (a rail at ~48%) lands below half, while the run-to-run spread
+and PyTorch's per-call overhead do not. Why a quarter FAILs (``FAIL_SHARE``): a dead NVLink (NCCL falls back
+to SHM or PCIe: 5-15% of NVLink), sockets instead of RDMA, or a link at a few percent is broken, not slow,
+and a gate that exits 0 on it lets the node into the job; no estimate in the table is off by 4x.
+Why per-rank chunks (``JUDGED_CHUNK``): a ring moves ``size / n`` per step, so at 1,024 x 8 ranks even
+256 MiB is 32 KiB a step and latency-bound (about 13 GB/s against a 50 GB/s yardstick on a healthy
+cluster): a size is judged only when its chunk is bandwidth-bound, otherwise its figure is reported
+unjudged (``unjudged_groups``, said in ND300). Gloo is never judged so: it is CPU-bound, its figures say
+nothing about the links' capacity. Rails already judged slow (ND302/ND303: under a quarter of the best link
+or the floor, FAIL) are not repeated.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import statistics
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import MIB, format_size
-from nccl_doctor.bench.figures import group_expected, node_localisation, yardstick_gbps
+from nccl_doctor.bench.figures import group_expected, node_localisation, op_basis, op_expected, yardstick_gbps
 from nccl_doctor.bench.model import BenchResult, Group, Measurement, PairResult, RailResult
 from nccl_doctor.bench.pairs import LAGGING_RAIL_RATIO, below_share, lagging_rails
 from nccl_doctor.bench.rails import rail_label
@@ -25,7 +32,12 @@ from nccl_doctor.codes import Code
 from nccl_doctor.report import Finding, Severity, finding
 
 EXPECTED_SHARE = 0.5  # on NCCL, a figure below half its yardstick is a WARN
+FAIL_SHARE = 0.25  # ... and below a quarter a FAIL: a dead NVLink, sockets for RDMA, a link at a few percent
 JUDGED_FROM = 64 * MIB  # group figures are judged at sizes this big or bigger (smaller ones are latency-bound)
+# ... and only where each rank's ring chunk (size / ranks) is this big: with ~10 us per ring step across
+# nodes and 50 GB/s (about 0.5 MB in flight), a 4 MiB chunk reaches ~90% of the link, so a healthy group is
+# never judged below half; at 1,024 x 8 ranks 256 MiB is 32 KiB per rank, latency-bound
+JUDGED_CHUNK = 4 * MIB
 RANK_SPREAD = 1.2  # the slowest rank is named when its time is above this many times the median rank's
 MAX_EVIDENCE = 8
 PCT = 100
@@ -74,15 +86,44 @@ def group_basis(result: BenchResult, group: str) -> str:
     return f"{basis}, shared by the {result.local_world_size} inter groups that run at once"
 
 
+def judged(m: Measurement) -> bool:
+    """A size whose figure is judged against its yardstick: big enough (``JUDGED_FROM``) and with a
+    bandwidth-bound chunk per rank (``JUDGED_CHUNK``)."""
+    return m.size_bytes >= JUDGED_FROM and m.size_bytes / max(m.group_size, 1) >= JUDGED_CHUNK
+
+
+def unjudged_groups(result: BenchResult) -> list[Measurement]:
+    """On NCCL, each group with a yardstick whose every size is too small per rank to judge (``judged``):
+    its largest measurement, reported without a verdict (a large cluster's inter and world groups)."""
+    if result.backend != Backend.NCCL:
+        return []
+    out = []
+    for g in judged_groups(result):
+        ms = [m for m in result.results if m.group == g]
+        if ms and group_expected(result, g) and not any(judged(m) for m in ms):
+            out.append(max(ms, key=lambda m: m.size_bytes))
+    return out
+
+
+def severity_of(share: float) -> Severity | None:
+    """FAIL below ``FAIL_SHARE`` of the yardstick, WARN below ``EXPECTED_SHARE``, else no finding."""
+    if share < FAIL_SHARE:
+        return Severity.FAIL
+    return Severity.WARN if share < EXPECTED_SHARE else None
+
+
 def _groups(result: BenchResult) -> list[Finding]:
     out = []
     for g in judged_groups(result):
-        ms = [m for m in result.results if m.group == g and m.size_bytes >= JUDGED_FROM]
-        want = group_expected(result, g)
-        if not ms or not want:
+        ms = [m for m in result.results if m.group == g and judged(m)]
+        wants = {op: op_expected(result, g, op) for op in {m.op for m in ms}}
+        ms = [m for m in ms if wants[m.op]]
+        if not ms:
             continue
-        best = max(ms, key=lambda m: m.busbw_gbps)
-        if best.busbw_gbps >= EXPECTED_SHARE * want:
+        best = max(ms, key=lambda m: m.busbw_gbps / (wants[m.op] or 1.0))  # each op on its own yardstick
+        want = wants[best.op] or 1.0
+        severity = severity_of(best.busbw_gbps / want)
+        if severity is None:
             continue
         slow = slowest_rank(result, best)
         who = (f"; the slowest rank is {slow[0]} on {slow[1]}" if slow else
@@ -93,11 +134,12 @@ def _groups(result: BenchResult) -> list[Finding]:
                "(`nccl-doctor parse`: P2P/IPC, not SHM)" if intra else
                "check the NICs at both ends (`ibstat`, `ethtool`), that NCCL uses IB/RoCE and not sockets "
                "(`nccl-doctor parse` on an NCCL_DEBUG=INFO log), and the node-pair pass for the rail")
+        limit = FAIL_SHARE if severity is Severity.FAIL else EXPECTED_SHARE
         out.append(finding(
-            Code.BELOW_EXPECTED, Severity.WARN,
+            Code.BELOW_EXPECTED, severity,
             f"{g} group ({best.group_size} ranks): peak busbw {best.busbw_gbps:.1f} GB/s ({best.op} at "
             f"{format_size(best.size_bytes)}) is {PCT * best.busbw_gbps / want:.0f}% of the expected {want:.1f} GB/s, "
-            f"below {PCT * EXPECTED_SHARE:.0f}%; yardstick: {group_basis(result, g)}{who}",
+            f"below {PCT * limit:.0f}%; yardstick: {group_basis(result, g)}{op_basis(result, g, best.op)}{who}",
             fix, host=slow[1] if slow else None, rank=slow[0] if slow else None))
     return out
 
@@ -178,8 +220,9 @@ def _rails(result: BenchResult) -> list[Finding]:
     basis = next((x.expected.inter_basis for x in (result.nodes[p.a], result.nodes[p.b]) if x.expected), "link speed")
     where = f"; every one involves {host[node]}" if node is not None else ""
     nic = r.nics[0] if node in (None, p.a) else r.nics[1]
+    severity = severity_of(r.busbw_gbps / want) or Severity.WARN  # the worst rail's: below a quarter FAILs
     return [finding(
-        Code.BELOW_EXPECTED, Severity.WARN,
+        Code.BELOW_EXPECTED, severity,
         f"{len(below)} rail(s) of the node-pair pass below {PCT * EXPECTED_SHARE:.0f}% of the expected per-rail "
         f"figure; the slowest: {line(p, r, want)} (yardstick: {basis}){where}",
         f"check {nic or 'the NIC of local rank ' + str(r.rail)} at both ends of the named rail(s): `ibstat`, "

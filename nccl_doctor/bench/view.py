@@ -12,7 +12,8 @@ from typing import Any, TextIO, TypeVar
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import Op, format_size, latency_bound
-from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, group_expected, node_figures, node_localisation, pct
+from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, node_figures, node_localisation, op_expected, pct
+from nccl_doctor.bench.gpupairs import pair_severity
 from nccl_doctor.bench.model import (
     DEFAULT_TIMEOUT_S,
     BenchFailure,
@@ -75,7 +76,10 @@ def build_report(result: BenchResult, findings: Iterable[Finding], *, notes: Ite
         pairs=pair_rows(result, loc) if loc else [],
         localisation=localisation_data(result, loc) if loc else {"skipped": localisation_skipped(result)},
         skipped_groups=list(result.skipped),
+        gpu_pairs=gpu_pair_data(result),
     )
+    if result.gpu_pairs:
+        report.tables.append(_gpu_pair_table(result))
     report.summary = _summary(result)
     return report
 
@@ -99,7 +103,7 @@ def _result_tables(result: BenchResult) -> list[Table]:
     tables = []
     for (op, group), ms in by_table.items():
         redop = "sum" if op != Op.ALL_GATHER else "none"
-        want = group_expected(result, group)
+        want = op_expected(result, group, op)  # all-reduce with NVLS on its own yardstick
         tables.append(Table(
             title=f"{op} on {group} ({ms[0].group_size} ranks, {result.backend}, "
                   f"{'in-place' if in_place(op) else 'out-of-place'})",
@@ -181,13 +185,13 @@ def _rail_want(result: BenchResult, p: PairResult, rails: int) -> float | None:
 
 
 def result_rows(result: BenchResult) -> list[dict[str, Any]]:
-    want = {g: group_expected(result, g) for g in {m.group for m in result.results}}
+    want = {(g, op): op_expected(result, g, op) for g, op in {(m.group, m.op) for m in result.results}}
     return [{"op": m.op, "group": m.group, "group_size": m.group_size, "size_bytes": m.size_bytes,
              "count": m.count, "dtype": m.dtype, "iters": m.iters, "time_us": round(m.time_us, TIME_DIGITS),
              "algbw_gbps": round(m.algbw_gbps, GBPS_DIGITS), "busbw_gbps": round(m.busbw_gbps, GBPS_DIGITS),
              "wrong": m.wrong, "in_place": m.in_place or in_place(m.op),
-             "expected_gbps": round(w, GBPS_DIGITS) if (w := want[m.group]) else None,
-             "pct_of_expected": pct(m.busbw_gbps, want[m.group]),
+             "expected_gbps": round(w, GBPS_DIGITS) if (w := want[(m.group, m.op)]) else None,
+             "pct_of_expected": pct(m.busbw_gbps, w),
              "time_us_mean": round(t, TIME_DIGITS) if (t := m.time_us_mean) is not None else None,
              "rank_time_us": [round(x, TIME_DIGITS) for x in m.rank_time_us],
              "latency_bound": latency_bound(m.size_bytes)} for m in result.results]
@@ -204,10 +208,41 @@ def pair_rows(result: BenchResult, loc: Localisation) -> list[dict[str, Any]]:
              "size_bytes": p.size_bytes, "iters": p.iters, "time_us": round(p.time_us, TIME_DIGITS),
              "busbw_gbps": round(p.busbw_gbps, GBPS_DIGITS), "wrong": p.wrong, "slow": p.link in slow,
              "rails": [{"rail": r.rail, "ranks": list(r.ranks), "nics": list(r.nics),
-                        "time_us": round(r.time_us, TIME_DIGITS), "busbw_gbps": round(r.busbw_gbps, GBPS_DIGITS),
+                        "iters": r.iters, "time_us": round(r.time_us, TIME_DIGITS),
+                        "busbw_gbps": round(r.busbw_gbps, GBPS_DIGITS),
                         "wrong": r.wrong, "pct_of_expected": pct(r.busbw_gbps, _rail_want(result, p, rails))}
                        for r in p.rails]}
             for p in result.pairs]
+
+
+def gpu_pair_data(result: BenchResult) -> dict[str, Any]:
+    """The GPU-pair pass (``gpupairs.py``): every pair's figure and NVML's NVLink state, or why it did not run."""
+    if not result.gpu_pairs:
+        why = ("NCCL only (the ranks ran Gloo)" if result.backend != Backend.NCCL
+               else "needs 2+ ranks on every node, the same count everywhere")
+        return {"skipped": why}
+    host = [n.host for n in result.nodes]
+    return {"pairs": [{"host": host[p.node], "round": p.round, "local": list(p.local), "ranks": list(p.ranks),
+                       "size_bytes": p.size_bytes, "iters": p.iters, "time_us": round(p.time_us, TIME_DIGITS),
+                       "busbw_gbps": round(p.busbw_gbps, GBPS_DIGITS), "wrong": p.wrong} for p in result.gpu_pairs],
+            "nvlinks": [{"host": host[s.node], "gpu": s.gpu, "up": s.up, "links": s.links} for s in result.nvlinks],
+            "nvlinks_unread": result.nvlinks_unread}
+
+
+def _gpu_pair_table(result: BenchResult) -> Table:
+    """Each node's GPU pairs (the slowest first past ``ROWS_ALL``: a 1,024-node run has 8,192 pairs)."""
+    best: dict[int, float] = {}
+    for p in result.gpu_pairs:
+        best[p.node] = max(best.get(p.node, 0.0), p.busbw_gbps)
+    pairs = shown(sorted(result.gpu_pairs, key=lambda p: (p.node, p.round, p.local)),
+                  lambda p: pair_severity(p.busbw_gbps, best[p.node], None) is not None, lambda p: p.busbw_gbps)
+    p0 = result.gpu_pairs[0]
+    return Table(
+        title=f"GPU pairs inside each node ({p0.iters} timed ping-pongs of {format_size(p0.size_bytes)}, GB/s one way)",
+        columns=("host", "round", "GPUs (local ranks)", "ranks", "busbw (GB/s)", "#wrong"),
+        rows=tuple((result.nodes[p.node].host, str(p.round), f"{p.local[0]}<->{p.local[1]}",
+                    f"{p.ranks[0]}<->{p.ranks[1]}", f"{p.busbw_gbps:.3f}", str(p.wrong)) for p in pairs),
+        caption=_left_out(len(pairs), len(result.gpu_pairs), "GPU pairs"))
 
 
 def localisation_skipped(result: BenchResult) -> str:

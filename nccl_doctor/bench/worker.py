@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -25,6 +25,8 @@ from torch.distributed.rendezvous import rendezvous
 
 from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import FLOAT32_BYTES, GB, Op, auto_iters, busbw_gbps, pair_gbps, round_size
+from nccl_doctor.bench.checkvalues import gather_expected, gather_value, reduce_expected, reduce_value
+from nccl_doctor.bench.cpus import gather_cpus
 from nccl_doctor.bench.device import CudaApi, choose, cuda_from_test_env, gpus_expected
 from nccl_doctor.bench.exchange import (
     OPTIONAL_STR,
@@ -37,6 +39,7 @@ from nccl_doctor.bench.exchange import (
     expected_to_json,
 )
 from nccl_doctor.bench.expected import Expected, local_expected
+from nccl_doctor.bench.gpupass import measure_gpu_pairs
 from nccl_doctor.bench.groups import plan_groups, why_not
 from nccl_doctor.bench.model import (
     BenchConfig,
@@ -52,21 +55,26 @@ from nccl_doctor.bench.model import (
     pairs_stage,
 )
 from nccl_doctor.bench.pairs import (
+    PAIR_LOOP_BUDGET_S,
     SLOW_RATIO,
     Localisation,
+    closing_deadline_s,
     first_round,
     floor_gbps,
     next_round,
     pair_expected_gbps,
     pair_figure,
+    pair_loop_budget_s,
     plan_line,
     plan_rails,
     predict_rounds,
+    rail_iters,
     rails_share_links,
     slow_ratio,
 )
-from nccl_doctor.bench.rails import gpu_nics, pci_address, rank_nics
+from nccl_doctor.bench.rails import gpu_nics, rank_gpu_address, rank_nics
 from nccl_doctor.bench.rankstages import Stages
+from nccl_doctor.bench.timing import Collective, time_loop
 from nccl_doctor.bench.watchdog import torch_timeout_s
 from nccl_doctor.cluster.stages import Stage
 from nccl_doctor.errors import InputError
@@ -83,17 +91,11 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 SLOW_RANK_ENV = "NCCL_DOCTOR_TEST_SLOW_RANK"  # "RANK:SECONDS": that rank's pair exchanges each sleep SECONDS
 PAIR_MIN_ITERS = 3
 US = 1e6  # microseconds in a second
-MS = 1e3  # milliseconds in a second (CUDA events time in ms)
 PAIR_RANKS = 2  # a node pair: each node's first rank
 
 T = TypeVar("T")
 
 
-class Collective(Protocol):
-    """One call of the collective on a group; with ``async_op`` it returns the call's ``Work`` (or None when
-    the exchange is synchronous by nature, like a ping-pong)."""
-
-    def __call__(self, group: Any, async_op: bool = False) -> Any: ...
 
 
 # --- setup ----------------------------------------------------------------------------------------
@@ -119,7 +121,7 @@ def init_from_env(*, timeout_s: float, env: Mapping[str, str] = os.environ, forc
     choice = choose(cuda, local_rank=local_rank, local_world_size=int(local_world) if local_world else None,
                     expected=gpus_expected(env), force_cpu=force_cpu)
     if choice.use_cuda:
-        torch.cuda.set_device(torch.device(choice.device))
+        torch.cuda.set_device(choice.device_index)
     if dist.is_initialized():
         return choice.device
     timeout = timedelta(seconds=torch_timeout_s(timeout_s) if stages is not None else timeout_s)
@@ -224,11 +226,11 @@ def _buffers(op: str, size: int, n: int, grank: int, device: str) -> tuple[Colle
     total = size // FLOAT32_BYTES
     chunk = total // n
     if op == Op.ALL_GATHER:
-        inp = torch.full((chunk,), float(grank + 1), device=device)
+        inp = torch.full((chunk,), gather_value(grank), device=device)
         out = torch.empty(total, device=device)
         return (lambda g, async_op=False: _all_gather(out, inp, group=g, async_op=async_op)), inp, out, chunk
     if op == Op.REDUCE_SCATTER:
-        inp = torch.full((total,), float(grank + 1), device=device)
+        inp = torch.full((total,), reduce_value(grank), device=device)
         out = torch.empty(chunk, device=device)
         return (lambda g, async_op=False: _reduce_scatter(out, inp, group=g, async_op=async_op)), inp, out, chunk
     if op == Op.ALL_REDUCE:
@@ -238,18 +240,18 @@ def _buffers(op: str, size: int, n: int, grank: int, device: str) -> tuple[Colle
 
 
 def _count_wrong(op: str, fn: Collective, inp: Any, out: Any, *, n: int, grank: int, group: Any) -> int:
-    """One checked run with known inputs, like nccl-tests' validation pass."""
-    expected_sum = n * (n + 1) / 2
+    """One checked run with known inputs, like nccl-tests' validation pass; the values keep every partial sum
+    exact in float32 at any world size and in any reduction order (``checkvalues``)."""
     if op == Op.ALL_GATHER:
         fn(group)
-        want = torch.arange(1, n + 1, dtype=out.dtype, device=out.device).repeat_interleave(out.numel() // n)
+        want = torch.tensor(gather_expected(n), dtype=out.dtype, device=out.device).repeat_interleave(out.numel() // n)
         return int((out != want).sum())
     if op == Op.REDUCE_SCATTER:
         fn(group)
-        return int((out != expected_sum).sum())
-    inp.fill_(float(grank + 1))
+        return int((out != reduce_expected(n)).sum())
+    inp.fill_(reduce_value(grank))
     fn(group)
-    return int((out != expected_sum).sum())
+    return int((out != reduce_expected(n)).sum())
 
 
 def _world_reduce(device: str, seconds: float, wrong: int) -> tuple[list[float], int]:
@@ -261,38 +263,6 @@ def _world_reduce(device: str, seconds: float, wrong: int) -> tuple[list[float],
     dist.all_reduce(t)  # each rank fills its own slot: the sum is the gather
     dist.all_reduce(w)
     return [float(x) for x in t.tolist()], int(w.item())
-
-
-def launch_back_to_back(fn: Collective, group: Any, iters: int) -> None:
-    """``iters`` calls queued without waiting, as nccl-tests does, then one wait for the last. Under
-    TORCH_NCCL_BLOCKING_WAIT (our ranks' setting) a synchronous call holds the host after each one, which
-    would time host round trips at small sizes; the wait still raises when the collective times out."""
-    work = None
-    for _ in range(iters):
-        work = fn(group, async_op=True)
-    if work is not None:
-        work.wait()  # the current stream waits for the NCCL stream (and the host too, under blocking wait)
-
-
-def time_loop(fn: Collective, group: Any, iters: int, device: str, barrier: Callable[[], None] | None = None) -> float:
-    """Seconds per call of ``fn(group)`` on this rank: CUDA events on GPU, host clock on CPU, both after
-    a barrier: an all-reduce on ``group``, or ``barrier`` (a rail's handshake: only its two ranks meet)."""
-    if barrier is None:
-        dist.all_reduce(torch.zeros(1, device=device), group=group)
-    else:
-        barrier()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        launch_back_to_back(fn, group, iters)
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end)) / MS / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn(group)
-    return (time.perf_counter() - t0) / iters
 
 
 def measure(op: Op, group_name: Group, group: Any, size: int, *, cfg: BenchConfig, device: str,
@@ -322,70 +292,90 @@ def measure(op: Op, group_name: Group, group: Any, size: int, *, cfg: BenchConfi
 @dataclass(frozen=True)
 class PingPong:
     """One rail's exchange with its partner rank on the world group (point-to-point: only the two ranks
-    that talk connect). ``run(group)`` is one exchange (a ``Collective``; ``group`` is None, the world),
-    ``check()`` one checked exchange (the wrong elements received), ``handshake()`` a one-element exchange
-    that lines the two ends up before timing."""
+    that talk connect). ``run(group, async_op)`` is one exchange (a ``Collective``; ``group`` is None, the
+    world), ``check()`` one checked exchange (the wrong elements received), ``handshake()`` a one-element
+    exchange that lines the two ends up before timing."""
 
     run: Collective
     check: Callable[[], int]
     handshake: Callable[[], None]
 
 
-def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str) -> PingPong:
-    """``size`` bytes one way, then back, one direction at a time, between world ranks ``ends``."""
+def ping_pong(size: int, ends: tuple[int, int], rank: int, device: str, *,
+              isend: Callable[..., Any] = dist.isend, irecv: Callable[..., Any] = dist.irecv) -> PingPong:
+    """``size`` bytes one way, then back, one direction at a time, between world ranks ``ends``.
+    Synchronously (each leg waited for: Gloo, whose host-driven transport would send every queued leg at once,
+    both ways), or with ``async_op`` queued without a wait (CUDA: the pair's legs run in order on one NCCL
+    stream, so a queue of exchanges is still a ping-pong, and the timed loop waits once, on the stream;
+    ``timing``). ``isend``/``irecv``: torch.distributed's, or a test's."""
     first = rank == ends[0]
     other = ends[1] if first else ends[0]
-    send = torch.full((size // FLOAT32_BYTES,), float(rank + 1), device=device)
+    send = torch.full((size // FLOAT32_BYTES,), gather_value(rank), device=device)
     recv = torch.empty(size // FLOAT32_BYTES, device=device)
     token = torch.zeros(1, device=device)
     slow_text, _, delay = os.environ.get(SLOW_RANK_ENV, "").partition(":")
     slow_s = float(delay) if slow_text == str(rank) and delay else 0.0
 
-    def exchange(out: Any, into: Any) -> None:  # each leg waits for the other: synchronous by nature
-        if first:
-            dist.send(out, dst=other)
-            dist.recv(into, src=other)
-        else:
-            dist.recv(into, src=other)
-            dist.send(out, dst=other)
+    def exchange(out: Any, into: Any, async_op: bool = False) -> Any:
+        legs = ((isend, out), (irecv, into)) if first else ((irecv, into), (isend, out))
+        work = None
+        for leg, tensor in legs:
+            work = leg(tensor, other)
+            if not async_op:
+                work.wait()
+        return work  # the second leg's: on one stream, it completes after the first
 
-    def run(group: Any = None, async_op: bool = False) -> None:
+    def run(group: Any = None, async_op: bool = False) -> Any:
         if slow_s:
             time.sleep(slow_s)  # test seam: a slow rail (one rank's NIC) on a machine without one
-        exchange(send, recv)
+        return exchange(send, recv, async_op)
 
     def check() -> int:
         recv.zero_()
         run(None)
-        return int((recv != float(other + 1)).sum())
+        return int((recv != gather_value(other)).sum())
 
     return PingPong(run=run, check=check, handshake=lambda: exchange(token, token))
 
 
 def measure_round(pairs: list[tuple[int, int]], node_ranks: Sequence[Sequence[int]], *, round_no: int,
                   size_bytes: int, iters: int, warmup: int, device: str = "cpu",
-                  nics: Sequence[str | None] = (), shared: bool = False) -> list[PairResult]:
+                  nics: Sequence[str | None] = (), shared: bool = False, budget_s: float = PAIR_LOOP_BUDGET_S,
+                  timeout_s: float | None = None) -> list[PairResult]:
     """All rails of all pairs of a round at once (``pairs.plan_rails``): local rank i of node a ping-pongs
     local rank i of node b, point-to-point on the world group: no group is created (a ``new_group`` per
     rail is a store barrier over every rank, thousands per round on a large cluster). One checked exchange
-    first (it also warms the connection), then ``warmup - 1`` more; a world all-reduce lines the rails up,
-    then each rail's two ranks shake hands and time ``iters`` exchanges. Every rank, in a rail or not (the
-    odd node out), makes the same three world all-reduces, so none waits on a rank that never calls.
+    first (it also warms the connection), then ``warmup - 1`` more (the fastest of them is the rail's pace); a world
+    all-reduce of the paces lines the rails up and gives every rank each rail's count (``pairs.rail_iters``:
+    ``iters``, or fewer where they would not fit ``budget_s``), then each rail's two ranks shake hands and
+    time their exchanges. The closing all-reduce waits ``pairs.closing_deadline_s`` at most (``timeout_s``: the
+    collective timeout, its cap). Every rank, in a rail or not (the odd node out), makes the same three world
+    all-reduces, so none waits on a rank that never calls.
     Every rank returns every pair's result, each with its rails; ``shared``: the rails share the link, so a
     pair's figure is their sum (``pairs.pair_figure``)."""
     rank = dist.get_rank()
     rails = plan_rails(pairs, node_ranks)
+    paces = torch.zeros(len(rails), dtype=torch.float64, device=device)
     times = torch.zeros(len(rails), dtype=torch.float64, device=device)
     wrong = torch.zeros(len(rails), dtype=torch.int64, device=device)
     mine = [(k, ping_pong(size_bytes, r.ranks, rank, device)) for k, r in enumerate(rails) if rank in r.ranks]
     for k, pp in mine:
-        wrong[k] = pp.check()
+        t0 = time.perf_counter()
+        wrong[k] = pp.check()  # reading the count waits for the exchange: the host clock times it
+        pace = time.perf_counter() - t0  # with the connection's setup: errs towards fewer exchanges
         for _ in range(warmup - 1):
+            t0 = time.perf_counter()
             pp.run(None)  # the world group
-    dist.all_reduce(torch.zeros(1, device=device))  # every rail starts timing together: they share the fabric
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()  # without blocking wait, Work.wait() returns before the exchange ends
+            pace = min(pace, time.perf_counter() - t0)
+        paces[k] = pace
+    dist.all_reduce(paces, op=dist.ReduceOp.MAX)  # every rail starts timing together: they share the fabric
+    pace_s = [float(x) for x in paces.tolist()]
+    counts = [rail_iters(iters, p, budget_s) for p in pace_s]
     for k, pp in mine:
-        times[k] = time_loop(pp.run, None, iters, device, barrier=pp.handshake)
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        times[k] = time_loop(pp.run, None, counts[k], device, barrier=pp.handshake)
+    _closing_max(times, closing_deadline_s([n * p for n, p in zip(counts, pace_s, strict=True)], timeout_s))
     dist.all_reduce(wrong)
     secs, bad = [float(x) for x in times.tolist()], [int(x) for x in wrong.tolist()]
     nic = list(nics) or [None] * dist.get_world_size()
@@ -393,22 +383,36 @@ def measure_round(pairs: list[tuple[int, int]], node_ranks: Sequence[Sequence[in
     for k, (a, b) in enumerate(pairs):
         mine_k = [RailResult(rail=r.rail, ranks=r.ranks, time_us=secs[j] * US,
                              busbw_gbps=pair_gbps(size_bytes, secs[j]), wrong=bad[j],
-                             nics=(nic[r.ranks[0]], nic[r.ranks[1]]))
+                             nics=(nic[r.ranks[0]], nic[r.ranks[1]]), iters=counts[j])
                   for j, r in enumerate(rails) if r.pair == k]
-        out.append(PairResult(a=a, b=b, size_bytes=size_bytes, iters=iters, time_us=max(r.time_us for r in mine_k),
+        out.append(PairResult(a=a, b=b, size_bytes=size_bytes, iters=min(r.iters for r in mine_k),
+                              time_us=max(r.time_us for r in mine_k),
                               busbw_gbps=pair_figure(mine_k, shared), wrong=sum(r.wrong for r in mine_k),
                               round=round_no, rails=tuple(mine_k), rails_shared=shared))
     return out
 
 
+def _closing_max(times: Any, deadline_s: float) -> None:
+    """The round's closing all-reduce (the slowest time of each rail, to every rank), waited for
+    ``deadline_s`` at most: a rail stuck inside its loop fails this round then, naming it, not the timeout."""
+    try:
+        dist.all_reduce(times, op=dist.ReduceOp.MAX, async_op=True).wait(timeout=timedelta(seconds=deadline_s))
+    except RuntimeError as exc:
+        raise RuntimeError(f"the rails' closing all-reduce passed its deadline ({deadline_s:.0f} s after this "
+                           f"rank's rails finished): a rail stopped inside its timed exchanges ({exc})") from exc
+
+
 def localise(node_ranks: Sequence[Sequence[int]], *, size_bytes: int, iters: int, warmup: int = 1,
              floor_gbps: float = 0.0, device: str = "cpu", nics: Sequence[str | None] = (), shared: bool = False,
              ratio: float = SLOW_RATIO, on_round: Callable[[int, list[tuple[int, int]]], None] | None = None,
-             on_measured: Callable[[int, list[PairResult]], None] | None = None) -> Localisation:
+             on_measured: Callable[[int, list[PairResult]], None] | None = None,
+             budget_s: float = PAIR_LOOP_BUDGET_S, timeout_s: float | None = None) -> Localisation:
     """Rounds until every node is resolved (or nothing new can be tested); the same result on every rank.
     ``node_ranks``: each node's world ranks in local-rank order (rail i is each node's i-th). ``nics``: each
     world rank's NIC where known. ``on_round(i, pairs)`` runs before round i (stage marks),
-    ``on_measured(i, results)`` after it. The exchanges time out with the world group (its init timeout)."""
+    ``on_measured(i, results)`` after it. The exchanges time out with the world group (its init timeout);
+    ``budget_s`` bounds each rail's timed loop and ``timeout_s`` caps the rounds' closing deadline
+    (``measure_round``)."""
     t0 = time.monotonic()
     loc = Localisation(nnodes=len(node_ranks), floor_gbps=floor_gbps, slow_ratio=ratio)
     pairs = first_round(len(node_ranks))
@@ -417,7 +421,7 @@ def localise(node_ranks: Sequence[Sequence[int]], *, size_bytes: int, iters: int
         if on_round:
             on_round(i, pairs)
         results = measure_round(pairs, node_ranks, round_no=i, size_bytes=size_bytes, iters=iters, warmup=warmup,
-                                device=device, nics=nics, shared=shared)
+                                device=device, nics=nics, shared=shared, budget_s=budget_s, timeout_s=timeout_s)
         loc.add(results)
         if on_measured:
             on_measured(i, results)
@@ -456,7 +460,8 @@ def measure_nodes(result: BenchResult, cfg: BenchConfig, stages: Stages, *, prog
     loc = _guard(stages, world, host_of, lambda: localise(
         [n.ranks for n in nodes], size_bytes=size, iters=iters, warmup=cfg.warmup,
         floor_gbps=floor_gbps(nodes, result.backend, 1 if shared else rails), device=result.device, nics=nics,
-        shared=shared, ratio=slow_ratio(result.backend), on_round=on_round, on_measured=on_measured))
+        shared=shared, ratio=slow_ratio(result.backend), on_round=on_round, on_measured=on_measured,
+        budget_s=pair_loop_budget_s(cfg.timeout_s), timeout_s=cfg.timeout_s))
     result.pairs, result.pairs_seconds = loc.results, loc.seconds
     return loc
 
@@ -467,7 +472,7 @@ def _rank_nics(device: str) -> list[str | None]:
     addr, nic_map = None, None
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        addr = pci_address(props.pci_domain_id, props.pci_bus_id, props.pci_device_id)
+        addr = rank_gpu_address(props, os.environ)
         if int(os.environ.get("LOCAL_RANK", "0")) == 0:
             try:
                 nic_map = gpu_nics(probe_node("/", os.environ))
@@ -500,12 +505,13 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
     stages.enter(Stage.TOPOLOGY)
     stages.world_size = len(world)
     nodes = _guard(stages, world, {}, lambda: gather_nodes(env, backend))
+    cpus = _guard(stages, world, {}, lambda: gather_cpus(all_gather_json))
     host_of = {r: n.host for n in nodes for r in n.ranks}
     stages.hosts.update(host_of)
     stages.enter(Stage.GROUPS)
     groups, skipped = _guard(stages, world, host_of, lambda: build_groups(nodes, device, cfg.groups))
     result = BenchResult(backend=backend, device=device, world_size=len(world),
-                         local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped)
+                         local_world_size=len(nodes[0].ranks), nodes=nodes, skipped=skipped, rank_cpus=cpus)
     rounds = predict_rounds(len(nodes))[0] if cfg.pairs else 0  # when healthy
     total = len(groups) * len(cfg.ops) * len(cfg.sizes) + rounds
     done = 0
@@ -519,6 +525,7 @@ def run_bench(cfg: BenchConfig, *, env: Mapping[str, str] = os.environ, progress
                 done += 1
                 if progress:
                     progress(done, total, measure_stage(op, gname, m.size_bytes), m)
+    measure_gpu_pairs(result, cfg, stages, env=env, guard=lambda fn: _guard(stages, world, host_of, fn))
     if rounds:
         say = (lambda text: print(f"nccl-doctor bench: {text}", file=sys.stderr, flush=True)) if progress else None
         measure_nodes(result, cfg, stages, progress=progress, done=done, total=total, say=say)

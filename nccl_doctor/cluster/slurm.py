@@ -10,12 +10,12 @@ from pathlib import Path
 import hostlist
 
 from nccl_doctor.cluster.validate import check_port, env_int
+from nccl_doctor.cudavisible import visible_devices
 from nccl_doctor.errors import InputError
 
 DEFAULT_PORT = 29500
 SLURM_PORT_SPREAD = 1000  # a job's default port: DEFAULT_PORT + job id % this (jobs on one node rarely collide)
 CPU_RANKS = 2  # ranks per node without a GPU, and always with --cpu
-_NO_DEVICES = ("-1", "NoDevFiles")  # CUDA_VISIBLE_DEVICES values that hide every GPU
 _GPU_DEVICE = re.compile(r"nvidia\d+")
 
 
@@ -26,12 +26,9 @@ def in_worker(env: Mapping[str, str]) -> bool:
 
 def visible_gpus(env: Mapping[str, str], dev_root: Path = Path("/dev")) -> int:
     """GPUs this process may use, without importing torch: CUDA_VISIBLE_DEVICES, else /dev/nvidiaN."""
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None:
-        items = [x for x in cvd.split(",") if x.strip()]
-        if not items or items[0].strip() in _NO_DEVICES:
-            return 0
-        return len(items)
+    visible = visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+    if visible is not None:  # what CUDA will show: a list of MIG devices is one (``cudavisible``)
+        return visible.cuda_count
     try:
         return sum(1 for p in dev_root.iterdir() if _GPU_DEVICE.fullmatch(p.name))
     except OSError:

@@ -110,6 +110,8 @@ class Code(StrEnum):
     LAUNCH_FAILED = "ND311"
     BELOW_EXPECTED = "ND312"
     CUDA_UNUSABLE = "ND313"
+    CPU_STARVED = "ND314"
+    GPU_PAIR_SLOW = "ND315"
     # --- ND4xx (preflight) ---
     VERSION_MISMATCH = "ND401"
     SETTING_MISMATCH = "ND402"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nccl_doctor.codes.text import CodeText
+from nccl_doctor.codes.text import DEFAULT_VARIANT, CodeText
 
 TEXTS: dict[str, CodeText] = {
     "ND300": CodeText(
@@ -135,12 +135,14 @@ TEXTS: dict[str, CodeText] = {
     ),
     "ND312": CodeText(
         "below-expected",
-        ("A group or rail is below what it should reach (NCCL: half its yardstick; any: a rail far behind the rest)."),
+        ("A group or rail is below what it should reach (NCCL: FAIL below a quarter of its yardstick, WARN below "
+         "half; any: a rail far behind the rest)."),
         (
-            "Yardsticks: NCCL's NVLink/PCIe figure for the GPU model, the RDMA ports the probe sees (one NIC per "
-            "rail); below half means a dead NVLink (SHM/PCIe fallback), a slow NIC or cable on one rail, or the "
-            "wrong transport. A rail far behind rails sharing its link is a lagging rank. Names figure, "
-            "yardstick, pair, rail and NIC."
+            "Yardsticks: NCCL's NVLink/PCIe figure for the GPU model (all-reduce with NVLS on its own, the CPUs' "
+            "link for PCIe GPUs on two sockets), the RDMA ports the probe sees (one NIC per rail); below a quarter "
+            "is broken: a dead NVLink (SHM/PCIe fallback), sockets instead of RDMA; below half a slow NIC or cable "
+            "on one rail. Sizes whose per-rank chunk is latency-bound (large clusters) are reported, not judged. "
+            "A rail far behind rails sharing its link is a lagging rank. Names figure, yardstick, pair, rail and NIC."
         ),
         (
             "Intra-node: `nvidia-smi topo -m`, `nvidia-smi nvlink -s`, NCCL_DEBUG=INFO (`nccl-doctor parse`); a "
@@ -162,5 +164,63 @@ TEXTS: dict[str, CodeText] = {
             "install the CUDA build matching the driver; fewer GPUs than ranks: --nproc-per-node or "
             "CUDA_VISIBLE_DEVICES; --cpu tests the network with Gloo only."
         ),
+    ),
+    "ND314": CodeText(
+        "cpu-starved",
+        "A node's ranks have fewer CPUs than they need: the figures measure the CPU, not the network.",
+        (
+            "Each rank may run only on the CPUs of its affinity (os.sched_getaffinity: Slurm's cpuset, taskset, "
+            "a container's cpuset). A Slurm job that asks for no CPUs gets one per task unless the cluster sets "
+            "DefCpuPerGPU or the job is --exclusive, and nccl-doctor's one task per node then starts every rank "
+            "on that one CPU. An NCCL rank needs two: its own thread launches and waits, and NCCL's proxy thread "
+            "drives the network; a Gloo rank (--cpu) needs one. Starved ranks time-slice, and a slow figure "
+            "(ND302, ND303, ND312) then blames the fabric for the scheduler."
+        ),
+        (
+            "Give each rank at least two CPUs (one with --cpu): Slurm `--cpus-per-task` of twice the GPUs per "
+            "node on the one task per node, or `--exclusive`; a cluster default: DefCpuPerGPU in slurm.conf; "
+            "elsewhere widen the cpuset (taskset, the container's CPU set)."
+        ),
+        messages={DEFAULT_VARIANT: "{ranks} {backend} rank(s) may run on {cpus} CPU(s) ({cpu_list}): "
+                                   "{per_rank} per rank, below the {need} a {backend} rank needs; the bandwidth "
+                                   "figures of this node measure the CPU, not the network"},
+        fixes={DEFAULT_VARIANT: "give each rank at least {need} CPU(s): in Slurm `--cpus-per-task={want}` on the one "
+                                "task per node that starts the {ranks} ranks (or `--exclusive`; the cluster default"
+                                " is DefCpuPerGPU in slurm.conf); outside Slurm widen the cpuset (`taskset -pc` of "
+                                "the launcher, the container's CPU set)"},
+    ),
+    "ND315": CodeText(
+        "gpu-pair-slow",
+        "The intra-node GPU-pair pass: a GPU pair far behind its node's best (or a GPU with NVLinks down, NVML).",
+        (
+            "A node's intra group is one ring over every GPU, so a GPU whose NVLink is dead (NCCL falls back to SHM "
+            "or PCIe: 5-15% of NVLink) slows the whole figure without naming the GPU, and one NVLink of 18 lost "
+            "(~6%) hides in the noise. On NCCL every GPU exchanges with its ring neighbours (all pairs up to 4 "
+            "GPUs): a pair below a quarter of the node's best pair or of its yardstick FAILs, below half its best "
+            "WARNs, naming the GPU in every slow pair; NVML's NVLink state (nvidia-ml-py, optional) names a GPU "
+            "with fewer links up than its peers (FAIL with none up)."
+        ),
+        (
+            "On the named host: `nvidia-smi nvlink -s` (links up, speed), `nvidia-smi topo -m` (NV18 between every "
+            "pair), `nvidia-smi nvlink -e` (errors), `systemctl status nvidia-fabricmanager`; drain it until a "
+            "rerun passes (a baseboard or GPU ticket)."
+        ),
+        messages={
+            DEFAULT_VARIANT: "{pairs} on {hosts}: slowest {slowest} GB/s, fastest {fastest} GB/s, none far behind "
+                             "its node's best{nvml}",
+            "slow-pairs": "{slow} of {total} on {host} slow ({slowest}; the node's best pair {best} GB/s, median "
+                          "{median}{yardstick}; {size} ping-pong): {who}",
+            "nvlinks": "{gpus} on {host} with fewer NVLinks up than the others' {most} (NVML): {which}: every ring "
+                       "through such a GPU runs at its share of the links",
+            "wrong": "GPUs {a} and {b} (ranks {rank_a}, {rank_b}) on {host} returned {wrong} wrong elements",
+        },
+        fixes={
+            "slow-pairs": "on {host}: `nvidia-smi nvlink -s` (links up and their speed), `nvidia-smi topo -m` (NV18 "
+                          "between every GPU pair), `nvidia-smi nvlink -e` (error counters), the fabric manager "
+                          "(`systemctl status nvidia-fabricmanager`); drain {host} until a rerun passes",
+            "nvlinks": "on {host}: `nvidia-smi nvlink -s -i <gpu>` and `nvidia-smi nvlink -e`; a hardware ticket for "
+                       "the GPU or baseboard; drain {host} until fixed",
+            "wrong": "check both GPUs: `nvidia-smi -q -d ECC`, dmesg for Xid errors; drain {host} if it repeats",
+        },
     ),
 }

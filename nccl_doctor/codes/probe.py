@@ -115,11 +115,12 @@ TEXTS: dict[str, CodeText] = {
     ),
     "ND209": CodeText(
         "rdma-port-not-active",
-        "An RDMA port is not ACTIVE; NCCL skips it.",
+        "An RDMA port is not ACTIVE; NCCL skips it (FAIL on a port NCCL would use, WARN on one it does not).",
         (
             "NCCL uses only ACTIVE ports, so a port that is DOWN, INIT or ARMED takes its bandwidth out of the "
-            "node; on a GPU node with no ACTIVE IB/RoCE port at all NCCL falls back to TCP sockets without a "
-            "warning."
+            "node: on a GPU node it is a lost rail, and its GPU's traffic crowds another NIC (FAIL, unless "
+            "NCCL_IB_HCA excludes it or another port of its HCA is active: a dual-port card's spare, WARN); with no "
+            "ACTIVE IB/RoCE port at all NCCL falls back to TCP sockets without a warning."
         ),
         (
             "Check each port with `ibstat` (State Active, Physical state LinkUp), the cable and switch port, and "
@@ -129,10 +130,12 @@ TEXTS: dict[str, CodeText] = {
     ),
     "ND210": CodeText(
         "rdma-port-slow",
-        "An active RDMA port runs below the rate of its peers on the node.",
+        "An active RDMA port runs below the rate of its peers on the node (FAIL at a quarter or less on a port NCCL "
+        "uses).",
         (
             "A port that trained at a lower rate (a bad cable, transceiver or lane) is used like the others, and "
-            "every ring through it runs at its speed, so collectives across nodes slow down."
+            "every ring through it runs at its speed, so collectives across nodes slow down; at half rate the rail "
+            "runs at ~48% (WARN), at a quarter or less (4X trained as 1X) it is broken (FAIL)."
         ),
         ("Reseat or replace the cable or transceiver; check the lanes and errors with `mlxlink -d <pci>` "
          "(Mellanox/NVIDIA mlx4/mlx5), or `ibv_devinfo -v -d <dev>` and `ibstat <dev>` for other vendors "

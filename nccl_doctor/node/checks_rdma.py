@@ -5,12 +5,22 @@ from __future__ import annotations
 
 from nccl_doctor.codes import Code
 from nccl_doctor.node.fixes import IB_ON, SHOWN_MAX, conf_file, set_fix, source_note, undo_fix
-from nccl_doctor.node.model import IPV4_MAPPED_GID, GidType, LinkLayer, NodeProbe, RdmaDevice, RdmaPort, Role
+from nccl_doctor.node.model import (
+    IPV4_MAPPED_GID,
+    VERBS_LINK_LAYERS,
+    GidType,
+    LinkLayer,
+    NodeProbe,
+    RdmaDevice,
+    RdmaPort,
+    Role,
+)
 from nccl_doctor.node.ncclenv import (
     EFA_PLUGIN_NETS,
     RDMA_PLUGIN_NETS,
     NetKind,
     classify_net,
+    match_if_list,
     overmatching_prefixes,
     parse_c_int,
     parse_if_list,
@@ -83,8 +93,15 @@ def _hca_selection(node: NodeProbe) -> list[Finding]:
     return out
 
 
+# ND210 FAILs a port NCCL uses at or below this share of its peers' rate: 4X trained as 1X (three lanes dead)
+# or SDR among HDR; bench fails a rail below the same quarter of its yardstick (``bench.shortfall.FAIL_SHARE``).
+# Half rate (2X of 4X, HDR among NDR) stays a WARN: the rail runs at ~48%, slow, not broken
+PORT_FAIL_SHARE = 0.25
+
+
 def _port_health(node: NodeProbe) -> list[Finding]:
-    """ND209 per port that is not ACTIVE, ND210 per active port slower than its peers of the same link layer."""
+    """ND209 per port that is not ACTIVE, ND210 per active port slower than its peers of the same link layer:
+    FAIL where it is a port NCCL uses (``nccl_would_use``), WARN otherwise."""
     devs = node.facts.rdma_devices
     active_rates: dict[str, list[float]] = {}
     for d in devs:
@@ -106,18 +123,34 @@ def _netdev_note(p: RdmaPort) -> str:
     return f" (netdev {', '.join(p.netdevs)})" if p.netdevs else ""
 
 
+def nccl_would_use(node: NodeProbe, d: RdmaDevice, p: RdmaPort) -> bool:
+    """Whether NCCL's IB transport on this GPU node opens this port, or would were it ACTIVE: IB in use (not
+    turned off, no other plugin), an IB/RoCE port NCCL_IB_HCA keeps, and (for a port that is down) no other port
+    of its HCA active: a dual-port card's second port is often uncabled on purpose, a dark HCA is a lost rail."""
+    ib = node.nccl_ib
+    if not node.facts.gpus or not ib.ports or d.is_efa or p.link_layer not in VERBS_LINK_LAYERS:
+        return False
+    if ib.hca_value and not match_if_list(d.name, p.port, parse_if_list(ib.hca_value)):
+        return False
+    return p.active or not any(q.active for q in d.ports if q is not p)
+
+
 def _port_down(node: NodeProbe, d: RdmaDevice, p: RdmaPort) -> Finding:
     where = f"{d.name}:{p.port}"
     skip = f"; exclude it with NCCL_IB_HCA=^={d.name}:{p.port} until fixed" if node.nccl_ib.usable else ""
-    return finding(Code.RDMA_PORT_NOT_ACTIVE, WARN, f"RDMA port {where}{_netdev_note(p)} is {p.state} / "
-                   f"{p.phys_state}: NCCL skips it", f"check the cable/switch port; `ibstat {d.name}`{skip}",
+    used = nccl_would_use(node, d, p)
+    why = ": a rail NCCL would use is missing, so its GPU's traffic crowds another NIC" if used else ": NCCL skips it"
+    return finding(Code.RDMA_PORT_NOT_ACTIVE, FAIL if used else WARN, f"RDMA port {where}{_netdev_note(p)} is "
+                   f"{p.state} / {p.phys_state}{why}", f"check the cable/switch port; `ibstat {d.name}`{skip}",
                    host=node.host, device=where)
 
 
 def _port_slow(node: NodeProbe, d: RdmaDevice, p: RdmaPort, top: float) -> Finding:
     where = f"{d.name}:{p.port}"
-    return finding(Code.RDMA_PORT_SLOW, WARN, f"RDMA port {where}{_netdev_note(p)} runs at {p.rate}, below the "
-                   f"{top:g} Gb/sec of its peers on this node: rings through it run at its speed",
+    broken = bool(p.rate_gbps) and (p.rate_gbps or 0.0) <= PORT_FAIL_SHARE * top and nccl_would_use(node, d, p)
+    return finding(Code.RDMA_PORT_SLOW, FAIL if broken else WARN, f"RDMA port {where}{_netdev_note(p)} runs at "
+                   f"{p.rate}, below the {top:g} Gb/sec of its peers on this node: rings through it run at its speed"
+                   + (" (a quarter or less, on a port NCCL uses)" if broken else ""),
                    f"reseat/replace the cable or transceiver; {_link_tool(d)}", host=node.host, device=where,
                    evidence=(f"rate: {p.rate}",))
 

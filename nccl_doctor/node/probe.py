@@ -29,7 +29,7 @@ def probe_node(root: Path | str = "/", env: Mapping[str, str] | None = None, *,
         raise InputError(f"--root {root}: {problem}")
     if not fs.is_dir("/sys/class/net"):
         raise InputError(f"--root {root}: no sys/class/net under it (not a Linux root or snapshot)")
-    facts = read_node(fs)
+    facts = read_node(fs, env.get("CUDA_VISIBLE_DEVICES"))
     classify(facts)
     gpu_affinity(facts)
     settings = effective_settings(env, fs)

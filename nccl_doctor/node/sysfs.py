@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import re
 
+from nccl_doctor.cudavisible import visible_devices
 from nccl_doctor.node.fsreader import FsReader
+from nccl_doctor.node.gpus import needs_ids, read_gpu_ids, visible_bdfs
 from nccl_doctor.node.model import (
     Address,
     BondInfo,
@@ -231,9 +233,17 @@ def _read_gids(fs: FsReader, port_base: str) -> list[Gid]:
     return sorted(gids, key=lambda g: g.index)
 
 
-def read_gpus(fs: FsReader) -> list[Gpu]:
-    """NVIDIA display/3D controllers (vendor 0x10de, class 0x03xxxx) on the PCI bus."""
-    gpus = []
+def read_gpus(fs: FsReader, cuda_visible: str | None = None) -> list[Gpu]:
+    """NVIDIA display/3D controllers (vendor 0x10de, class 0x03xxxx) on the PCI bus that CUDA will show under
+    ``cuda_visible`` (the ``CUDA_VISIBLE_DEVICES`` value; None: unset, every GPU), in CUDA's order (``gpus``)."""
+    found = _bus_gpus(fs)
+    visible = visible_devices(cuda_visible)
+    ids = read_gpu_ids(fs, list(found)) if needs_ids(visible) else {}
+    return [found[bdf] for bdf in visible_bdfs(list(found), visible, ids)]
+
+
+def _bus_gpus(fs: FsReader) -> dict[str, Gpu]:
+    gpus = {}
     for bdf in fs.listdir("/sys/bus/pci/devices"):
         base = f"/sys/bus/pci/devices/{bdf}"
         if (fs.read(f"{base}/vendor") or "").strip() != NVIDIA_PCI_VENDOR:
@@ -242,7 +252,7 @@ def read_gpus(fs: FsReader) -> list[Gpu]:
             continue
         pci = read_pci(fs, base)
         if pci:
-            gpus.append(Gpu(pci=pci))
+            gpus[bdf] = Gpu(pci=pci)
     return gpus
 
 
@@ -292,15 +302,16 @@ def _read_addresses(fs: FsReader, ifaces: list[Interface]) -> tuple[list[str], l
     return defaults, defaults6, orphans
 
 
-def read_node(fs: FsReader) -> NodeFacts:
-    """Every fact the probe needs, from the files under ``fs.root``."""
+def read_node(fs: FsReader, cuda_visible: str | None = None) -> NodeFacts:
+    """Every fact the probe needs, from the files under ``fs.root``; the GPUs are those CUDA will show under
+    ``cuda_visible`` (``CUDA_VISIBLE_DEVICES``; None: every GPU on the bus)."""
     names = [n for n in fs.listdir("/sys/class/net")
              if fs.readlink(f"/sys/class/net/{n}") or fs.is_dir(f"/sys/class/net/{n}")]
     ifaces = [read_interface(fs, n) for n in names]
     ifaces.sort(key=lambda i: (i.ifindex if i.ifindex is not None else _NO_IFINDEX, i.name))
     defaults, defaults6, orphans = _read_addresses(fs, ifaces)
     rdma = [read_rdma_device(fs, n) for n in fs.listdir("/sys/class/infiniband")]
-    gpus = read_gpus(fs)
+    gpus = read_gpus(fs, cuda_visible)
     return NodeFacts(
         host=_text(fs, "/proc/sys/kernel/hostname") or "unknown",
         interfaces=ifaces,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -180,19 +181,43 @@ def loss_problems(losses: list[float]) -> list[str]:
 
 
 DCP_PREFIX = ".nccl-doctor-dcp-"
+RUN_ID_ENV = "NCCL_DOCTOR_PREFLIGHT_RUN"  # preflight's run id (``protocol.RUN_ENV``): the job's, on every node
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_RUN_CHARS = 40
 
 
-def shared_dir(base: str | None, *, group: Any = None, record: str | None = None) -> tuple[str, bool]:
-    """Rank 0 makes a fresh directory under ``base`` (and writes its path to ``record``, so the launcher
-    removes it even when the ranks are killed); every rank checks it can see it.
+def job_prefix(run_id: str | None) -> str:
+    """The checkpoint directory's name prefix: per job (``.nccl-doctor-dcp-slurm-4242-``), so a directory a
+    killed run left behind says whose it was; rank 0's mkdtemp adds the unique tail."""
+    run = _UNSAFE.sub("-", run_id or "").strip("-.")[:MAX_RUN_CHARS]
+    return f"{DCP_PREFIX}{run}-" if run else DCP_PREFIX
 
-    Returns (path, whether every rank sees it). The path travels as JSON in a tensor, never a pickle; one
-    that cannot be read is a path no rank sees."""
+
+def not_shared_problem(path: str, base: str | None, blind: list[int]) -> str:
+    """What to say when some ranks cannot see the checkpoint directory: the directory that must be shared
+    (``base``: ``--fsdp-smoke-dir``, else the current directory of node 0's preflight on 2+ nodes), the
+    ranks that do not see it, and the fix."""
+    where = (f"{base} (--fsdp-smoke-dir, or by default the current directory preflight ran in on node 0)"
+             if base else "the system temp directory of node 0 (one node: it need not be shared)")
+    ranks = ", ".join(str(r) for r in blind[:8]) + (f" and {len(blind) - 8} more" if len(blind) > 8 else "")
+    return (f"checkpoint directory {path} is not visible on every node (not to rank(s) {ranks}): DCP needs it "
+            f"on a file system every node mounts at the same path; it is made under {where}, which must be "
+            "shared: pass --fsdp-smoke-dir DIR on a shared file system (a container's working directory "
+            "often is not)")
+
+
+def shared_dir(base: str | None, *, group: Any = None, record: str | None = None,
+               run_id: str | None = None) -> tuple[str, list[int]]:
+    """Rank 0 makes a fresh per-job directory under ``base`` (``job_prefix``; it writes its path to
+    ``record``, so the launcher removes it even when the ranks are killed); every rank checks it can see it.
+
+    Returns (path, the ranks of ``group`` that do not see it). The path travels as JSON in a tensor, never a
+    pickle; one that cannot be read is a path no rank sees."""
     import torch.distributed as dist
 
     from nccl_doctor.bench import worker as bw
 
-    mine = tempfile.mkdtemp(prefix=DCP_PREFIX, dir=base) if dist.get_rank() == 0 else ""
+    mine = tempfile.mkdtemp(prefix=job_prefix(run_id), dir=base) if dist.get_rank() == 0 else ""
     if record and mine:
         Path(record).write_text(mine)
     sent = bw.all_gather_json(mine, group=group)[0]  # rank 0's
@@ -200,8 +225,8 @@ def shared_dir(base: str | None, *, group: Any = None, record: str | None = None
     seen = bw.all_gather_flags(bool(path) and os.path.isdir(path), group=group)
     if not path:
         why = getattr(sent, "why", f"not a path: {str(sent)[:80]!r}")
-        return f"(rank 0 sent a malformed checkpoint path: {why})", False
-    return path, all(seen)
+        return f"(rank 0 sent a malformed checkpoint path: {why})", list(range(len(seen)))
+    return path, [r for r, ok in enumerate(seen) if not ok]
 
 
 def run_smoke(mesh: Any, *, steps: int = 3, dim: int = 64, layers: int = 2, vocab: int = 128,
@@ -226,11 +251,10 @@ def run_smoke(mesh: Any, *, steps: int = 3, dim: int = 64, layers: int = 2, voca
     result.losses = [float(loss) for loss in train(model, optim, tokens, steps=steps, vocab=vocab)]
     result.problems += loss_problems(result.losses)
 
-    path, shared = shared_dir(checkpoint_base, record=record)
+    path, blind = shared_dir(checkpoint_base, record=record, run_id=os.environ.get(RUN_ID_ENV))
     try:
-        if not shared:
-            result.problems.append(f"checkpoint directory {path} is not visible on every node: DCP needs a "
-                                   "shared file system")
+        if blind:
+            result.problems.append(not_shared_problem(path, checkpoint_base, blind))
             return result
         model_sd, optim_sd = get_state_dict(model, optim)
         diverged = replica_mismatches(model_sd, mesh)

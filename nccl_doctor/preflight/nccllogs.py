@@ -53,20 +53,48 @@ def nccl_log_findings(logs: list[LogSummary]) -> list[Finding]:
     return out + group_findings((lg.host, f) for lg in logs for f in lg.findings)
 
 
+# the kinds of communicator a preflight run makes, in the table's order: the world, each node's ranks (HSDP's
+# fsdp dim), one rank per node (its dp dim), and 2-rank ones (torch makes one per rank pair that calls
+# send/recv outside a batch: the node-pair pass's rails, 4,096 per round at 1,024 x 8)
+WORLD, INTRA, INTER, NODE_PAIR, GPU_PAIR = "world", "intra-node", "inter-node", "node pair", "GPU pair"
+KINDS = (WORLD, INTRA, INTER, NODE_PAIR, GPU_PAIR)
+PAIR_RANKS = 2
+
+
+def comm_kind(nranks: object, nnodes: object, world: int) -> str:
+    """Which kind of communicator a (ranks, nodes) shape is in a job whose world has ``world`` ranks; a shape
+    of none of them (or without NCCL's nNodes, before 2.20) is named by its rank count."""
+    if nranks == world:
+        return WORLD
+    if nranks == PAIR_RANKS and nnodes in (1, 2):
+        return GPU_PAIR if nnodes == 1 else NODE_PAIR
+    if nnodes == 1:
+        return INTRA
+    if nnodes is not None and nnodes == nranks:
+        return INTER
+    return f"{nranks or '?'} ranks"
+
+
 def nccl_log_table(logs: list[LogSummary]) -> Table | None:
-    """What NCCL really used, per communicator (world, the HSDP intra- and inter-node groups): one row per
-    distinct content with the nodes that have it as a hostlist, each communicator's rows together."""
-    rows = []
+    """What NCCL really used, per kind of communicator (``comm_kind``): one row per distinct content with the
+    nodes that have it as a hostlist and how many communicators each node's row stands for, so the 2-rank
+    communicators of a large run are a row or two, not thousands; a kind whose transports differ (one rail
+    on sockets) keeps a row per variant."""
+    world = max((int(c["nranks"]) for lg in logs for c in lg.communicators or [] if isinstance(c.get("nranks"), int)),
+                default=0)
+    counted: dict[tuple[str, tuple[str, ...]], int] = {}
     for lg in logs:
         for c in lg.communicators or []:
             inter = c.get("inter_node") or {}
-            gdr = GDR_TEXT.get(inter.get("gdr"), "-")
-            rows.append((lg.host, (str(c.get("id")), str(c.get("nranks") or "-"), str(c.get("nnodes") or "-"),
-                                   ", ".join(c.get("intra_node") or []) or "-", inter.get("transport") or "-", gdr)))
-    if not rows:
+            cells = (comm_kind(c.get("nranks"), c.get("nnodes"), world), str(c.get("nranks") or "-"),
+                     str(c.get("nnodes") or "-"), ", ".join(c.get("intra_node") or []) or "-",
+                     inter.get("transport") or "-", GDR_TEXT.get(inter.get("gdr"), "-"))
+            counted[(lg.host, cells)] = counted.get((lg.host, cells), 0) + 1
+    if not counted:
         return None
+    rows = [(host, (f"{cells[0]} x {n}" if n > 1 else cells[0], *cells[1:])) for (host, cells), n in counted.items()]
     grouped = group_rows(rows)
-    comms = list(dict.fromkeys(row[1] for row in grouped))  # a communicator's variants stay together
-    return Table(title="Transports NCCL used (from its NCCL_DEBUG=INFO logs)",
+    order = {k: i for i, k in enumerate(KINDS)}
+    return Table(title="Transports NCCL used (from its NCCL_DEBUG=INFO logs, per kind of communicator)",
                  columns=("host", "communicator", "ranks", "nodes", "intra-node", "inter-node", "GDR"),
-                 rows=tuple(sorted(grouped, key=lambda row: comms.index(row[1]))))
+                 rows=tuple(sorted(grouped, key=lambda row: order.get(row[1].split(" x ")[0], len(KINDS)))))

@@ -17,6 +17,7 @@ A spec is a dict::
      "rdma": [{"name": "mlx5_0", "pci": bdf, "ports": {1: {"state": "4: ACTIVE", "phys": "5: LinkUp",
                "rate": "400 Gb/sec (4X NDR)", "ll": "InfiniBand", "gids": [(i, gid, type, ndev)]}}}],
      "default": ("bond0", "10.0.0.1"), "modules": ["nvidia"], "nvidia_version": "...",
+     "nvidia_gpus": {bdf: {"uuid": "GPU-...", "minor": 0, "mig": [(gi, ci)]}} (the driver's /proc files),
      "files": {"/etc/nccl.conf": "..."}}
 """
 
@@ -137,6 +138,10 @@ def build(spec: dict, root: Path) -> Path:
         (root / f"sys/module/{m}").mkdir(parents=True, exist_ok=True)
     if spec.get("nvidia_version"):
         _w(root, "/proc/driver/nvidia/version", spec["nvidia_version"])
+    for bdf, g in spec.get("nvidia_gpus", {}).items():
+        _w(root, f"/proc/driver/nvidia/gpus/{bdf}/information", gpu_information(bdf, g["uuid"], g["minor"]))
+        for gi, ci in g.get("mig", ()):  # the MIG user guide's layout; only the directories are read
+            (root / f"proc/driver/nvidia/capabilities/gpu{g['minor']}/mig/gi{gi}/ci{ci}").mkdir(parents=True)
 
     _write_proc(root, nets, index, spec)
     _w(root, "/proc/sys/kernel/hostname", spec.get("hostname", "node"))
@@ -145,6 +150,20 @@ def build(spec: dict, root: Path) -> Path:
     for path, text in spec.get("files", {}).items():
         _w(root, path, text)
     return root
+
+
+def gpu_information(bdf: str, uuid: str, minor: int, model: str = "NVIDIA H100 80GB HBM3") -> str:
+    """``/proc/driver/nvidia/gpus/<bdf>/information`` with the open kernel module's format strings
+    (kernel-open/nvidia/nv-procfs.c, ``nv_procfs_read_gpu_info``), field by field."""
+    domain, bus, rest = bdf.split(":")
+    slot, func = rest.split(".")
+    lines = [("Model: \t\t %s\n", model), ("IRQ:   \t\t %d\n", 0), ("GPU UUID: \t %s\n", uuid),
+             ("Video BIOS: \t %s\n", "96.00.99.00.01"), ("Bus Type: \t %s\n", "PCIe"),
+             ("DMA Size: \t %d bits\n", 52), ("DMA Mask: \t 0x%x\n", 0xfffffffffffff),
+             ("Bus Location: \t %04x:%02x:%02x.%x\n", (int(domain, 16), int(bus, 16), int(slot, 16), int(func))),
+             ("Device Minor: \t %u\n", minor), ("GPU Firmware: \t %s\n", "535.104.05"),
+             ("GPU Excluded:\t %s\n", "No")]
+    return "".join(fmt % args for fmt, args in lines)
 
 
 def _write_proc(root: Path, nets: list[dict], index: dict[str, int], spec: dict) -> None:

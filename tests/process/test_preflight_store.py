@@ -52,6 +52,9 @@ def test_a_listener_that_never_answers_is_reported_within_the_deadline(venv_env)
     assert not any(s in proc.stderr + proc.stdout for s in STACK_DUMP), proc.stderr[-2000:]
 
 
+A_RENDEZVOUS_S = 20
+
+
 @pytest.mark.timeout(90)
 def test_a_second_run_on_the_same_port_touches_nothing_of_the_first(venv_env, tmp_path):
     """Two preflight steps of one job on one port (MASTER_PORT): run B's node 0 cannot bind and says so;
@@ -60,7 +63,10 @@ def test_a_second_run_on_the_same_port_touches_nothing_of_the_first(venv_env, tm
     port = free_port()
     a_out = tmp_path / "a.json"
     b0 = None
-    a = subprocess.Popen(preflight_argv("--rendezvous-timeout", "12", "--timeout", "40", "--json-out", str(a_out)),
+    # A waits A_RENDEZVOUS_S for its node 1: long enough that B's two launchers (each importing torch on a
+    # busy box) reach A's store while A still holds it (12 s failed once beside two other test workers)
+    a = subprocess.Popen(preflight_argv("--rendezvous-timeout", str(A_RENDEZVOUS_S), "--timeout", "40",
+                                        "--json-out", str(a_out)),
                          env=without_launcher(venv_env, MASTER_PORT=str(port), **slurm_env(0, step="0")),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -56,11 +56,11 @@ def test_parse_fixture_verdict_and_findings_match_its_json(tmp_path, capsys):
 def test_probe_tree_interface_and_rdma_port_states(tmp_path, capsys):
     root = b.build(b.degraded_ib(), tmp_path / "root")
     prom = tmp_path / "probe.prom"
-    assert main(["probe", "--root", str(root), "--prom-out", str(prom)]) == 0
+    assert main(["probe", "--root", str(root), "--prom-out", str(prom)]) == 1  # a compute port down FAILs
     got = samples(prom.read_text())
     base = {"command": "probe", "host": "gpu05"}  # the tree's own host name, not this machine's
-    assert one(got, "nccl_doctor_verdict", **base) == 1
-    assert one(got, "nccl_doctor_findings", **base, code="ND209", severity="warn") == 1
+    assert one(got, "nccl_doctor_verdict", **base) == 2
+    assert one(got, "nccl_doctor_findings", **base, code="ND209", severity="fail") == 1
     # mlx5_1 is DOWN/Disabled, the others ACTIVE; mlx5_2 trained at 2X: 100 Gb/s is 12.5 GB/s
     assert one(got, "nccl_doctor_rdma_port_active", **base, device="mlx5_1", port="1") == 0
     assert one(got, "nccl_doctor_rdma_port_active", **base, device="mlx5_0", port="1") == 1

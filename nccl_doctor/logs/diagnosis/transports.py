@@ -64,8 +64,7 @@ def split_net(comm: Comm) -> tuple[Counter[str], Counter[bool], Counter[str]]:
     gdr: Counter[bool] = Counter()
     loop: Counter[str] = Counter()
     for (host, peer, name, has_gdr, _), n in comm.net.items():
-        peer_host = comm.rank_host.get(peer) if peer is not None else None
-        if comm.nnodes == 1 or (peer_host is not None and peer_host == host):
+        if not inter_peer(comm, host, peer):
             loop[name] += n
         else:
             inter[name] += n
@@ -220,9 +219,15 @@ def intra_transports(r: ParseResult) -> list[str]:
 
 
 def inter_peer(comm: Comm, host: str | None, peer: int | None) -> bool:
-    """The rule of ``split_net`` for one connection: False when both ends are on one node."""
+    """The rule of ``split_net`` for one connection: False when both ends are on one node: a one-node
+    communicator, or the peer's host is this one, unless NCCL put each rank on a node of its own
+    (``Comm.rank_per_node``: a shared hostname is then not a shared node)."""
+    if comm.nnodes == 1:
+        return False
+    if comm.rank_per_node:
+        return True
     peer_host = comm.rank_host.get(peer) if peer is not None else None
-    return not (comm.nnodes == 1 or (peer_host is not None and peer_host == host))
+    return not (peer_host is not None and peer_host == host)
 
 
 def inter_connections(r: ParseResult) -> Iterator[tuple[Comm, str | None, str, bool, int]]:

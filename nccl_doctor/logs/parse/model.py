@@ -189,6 +189,16 @@ class Comm:
     # transport finding can quote a line that shows it
     tr_first: dict[TransportKey, list[tuple[int | None, Evidence]]] = field(default_factory=dict)
 
+    @property
+    def rank_per_node(self) -> bool:
+        """NCCL counted each rank on a node of its own (``nNodes`` > 1 with ``localRanks 1``, or as many nodes
+        as ranks): every connection between two ranks is inter-node, even where the hostnames match. NCCL
+        tells nodes apart by its host hash (hostname plus boot id, or ``NCCL_HOSTID``), not by the name the
+        log prints: containers or VMs that share a hostname, and ``NCCL_HOSTID`` runs, are separate nodes."""
+        if self.nnodes is None or self.nnodes <= 1:
+            return False
+        return self.local_ranks == 1 or (self.nranks is not None and self.nnodes >= self.nranks)
+
     def merge(self, other: Comm) -> None:
         self.hosts |= other.hosts
         for r, h in other.rank_host.items():

@@ -81,8 +81,47 @@ def test_every_local_rank_fails_when_the_node_has_too_few_gpus():
 
 def test_without_local_world_size_only_the_rank_itself_counts():
     assert pick(FakeCuda(count=1), local_rank=0, local_world_size=None).device == "cuda:0"
-    with pytest.raises(CudaUnusable):
-        pick(FakeCuda(count=1), local_rank=1, local_world_size=None)
+    with pytest.raises(CudaUnusable, match="LOCAL_RANK 2 has no GPU of its own"):
+        pick(FakeCuda(count=2), local_rank=2, local_world_size=None)
+
+
+@pytest.mark.parametrize("local_rank", [1, 3, 7])
+def test_one_device_per_process_is_cuda_0_whatever_the_local_rank(local_rank):
+    """Issue 21 point 12: under per-task GPU binding (``srun --gpus-per-task=1``, a MIG device per task) CUDA
+    shows each process one device, ordinal 0; LOCAL_RANK 3 used to ask for cuda:3 and fail (a false ND313)."""
+    got = pick(FakeCuda(count=1), local_rank=local_rank, local_world_size=None)
+    assert (got.backend, got.device, got.device_index) == (Backend.NCCL, "cuda:0", 0)
+
+
+def test_the_choice_carries_the_ordinal_set_device_uses():
+    assert pick(FakeCuda(count=8), local_rank=5).device_index == 5
+    assert pick(FakeCuda(count=1), local_rank=0, local_world_size=1).device_index == 0
+    assert pick(FakeCuda(count=8), force_cpu=True).device_index is None
+
+
+def test_ranks_started_together_on_one_device_still_fail():
+    """torchrun and our launchers give every rank the same CUDA_VISIBLE_DEVICES: with LOCAL_WORLD_SIZE 4 and one
+    device the four would share it."""
+    with pytest.raises(CudaUnusable, match="LOCAL_RANK 3 has no GPU of its own"):
+        pick(FakeCuda(count=1), local_rank=3, local_world_size=4,
+             expected=GpusExpected(1, "CUDA_VISIBLE_DEVICES=0"))
+
+
+MIG_LIST = "MIG-4f2a1c3e-5b6d-5e7f-8a9b-0c1d2e3f4a5b,MIG-7d8e9f0a-1b2c-5d3e-4f5a-6b7c8d9e0f1a"
+
+
+def test_a_list_of_mig_devices_is_one_device_to_cuda(tmp_path):
+    expected = gpus_expected({"CUDA_VISIBLE_DEVICES": MIG_LIST}, tmp_path)
+    assert expected.count == 1 and expected.mig and "one MIG device" in expected.source
+    assert pick(FakeCuda(count=1), local_rank=0, local_world_size=1, expected=expected).device == "cuda:0"
+
+
+def test_ranks_sharing_a_mig_list_are_told_cuda_shows_one():
+    expected = GpusExpected(1, f"CUDA_VISIBLE_DEVICES={MIG_LIST}: CUDA shows each process one MIG device", mig=True)
+    with pytest.raises(CudaUnusable) as info:
+        pick(FakeCuda(count=1), local_rank=1, local_world_size=2, expected=expected)
+    assert "on MIG devices" in info.value.reason and "--nproc-per-node 1" in info.value.fix
+    assert "--gpus-per-task=1" in info.value.fix
 
 
 def test_gpus_expected_from_the_environment(tmp_path):

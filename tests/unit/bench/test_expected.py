@@ -74,3 +74,41 @@ def test_a_virtual_interface_has_no_line_rate_to_judge_against(roots):
                                                ("vlan", False), (None, False)])
 def test_which_kinds_have_a_nominal_speed(kind, nominal):
     assert nominal_speed(kind) is nominal
+
+
+def gpus_as(spec: dict, device: str, numa=None) -> dict:
+    """``spec`` with every NVIDIA GPU made PCI device ``device`` (and put on NUMA node ``numa`` when given)."""
+    pci = {bdf: {**d, "device": device, **({"numa": numa} if numa is not None else {})}
+           if d.get("vendor") == "0x10de" else d for bdf, d in spec["pci"].items()}
+    return {**spec, "pci": pci}
+
+
+@pytest.mark.parametrize(("device", "model", "gbps"), [
+    ("0x2321", "H100 NVL", 48.0), ("0x2329", "H20", 370.0), ("0x2342", "GH200", 123.6), ("0x233b", "H200 NVL", 48.0),
+    ("0x2941", "GB200", 722.0), ("0x31c2", "GB300", 722.0), ("0x31c3", "GB300", 722.0), ("0x2335", "H200 SXM", 370.0)])
+def test_newer_gpu_models_have_an_intra_node_yardstick(device, model, gbps, tmp_path):
+    """H100 NVL, H20, GH200, H200 NVL, GB200 and GB300 were never judged intra-node (no table entry); the GPU
+    run's H200 is 0x2335 (fixtures/gpu/h200-2026-12-04/env-sys.out)."""
+    root = b.build(gpus_as(b.dgx_h100(), device, numa=0), tmp_path)
+    e = expected_bandwidth(probe_node(root, {}), "nccl")
+    assert e.intra_gbps == pytest.approx(gbps) and f"x {model}:" in e.intra_basis
+
+
+def test_nvls_gpus_get_an_all_reduce_yardstick_and_pcie_ones_do_not(roots, tmp_path):
+    """NVSwitch (NVLS) all-reduce reaches ~1.3x the other ops (480 vs 370 GB/s on H100)."""
+    e = exp(roots, "dgx_h100", "nccl")
+    assert e.intra_allreduce_gbps == pytest.approx(370.0 * 1.3) and "NVLS" in e.intra_basis
+    pcie = expected_bandwidth(probe_node(b.build(gpus_as(b.dgx_h100(), "0x2331", numa=0), tmp_path), {}), "nccl")
+    assert pcie.intra_gbps == pytest.approx(48.0) and pcie.intra_allreduce_gbps is None
+
+
+def test_pcie_gpus_on_two_sockets_are_judged_on_the_cpus_link(tmp_path):
+    """A healthy dual-socket PCIe box: the ring crosses UPI, so 48 GB/s (PCIe Gen5) was a false WARN; the
+    same GPUs on one socket keep the PCIe figure, and NVLink GPUs on two sockets keep theirs."""
+    two = expected_bandwidth(probe_node(b.build(gpus_as(b.roce_node(), "0x2331"), tmp_path / "a"), {}), "nccl")
+    assert two.intra_gbps == pytest.approx(10.0) and "span NUMA nodes 0, 1" in two.intra_basis
+    one = expected_bandwidth(probe_node(b.build(gpus_as(b.roce_node(), "0x2331", numa=0), tmp_path / "b"), {}),
+                             "nccl")
+    assert one.intra_gbps == pytest.approx(48.0)
+    nvlink = expected_bandwidth(probe_node(b.build(b.roce_node(), tmp_path / "c"), {}), "nccl")  # H100 SXM, 2 sockets
+    assert nvlink.intra_gbps == pytest.approx(370.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_doctor.bench.model import PairResult
-from nccl_doctor.bench.pairs import Localisation, first_round, next_round, predict_rounds
+from nccl_doctor.bench.pairs import Localisation, far_round, first_round, next_round, predict_rounds
 
 
 def simulate(nnodes: int, bad: set[int], fast: float = 1.5, slow: float = 0.012, floor: float = 0.06) -> Localisation:
@@ -48,7 +48,7 @@ def test_several_bad_nodes_at_scale_stay_linear():
     loc = simulate(128, {3, 40, 41, 99})
     assert loc.bad() == [3, 40, 41, 99]
     assert len(loc.rounds) <= 3
-    assert len(loc.links) < 128  # never all-pairs (8128 links)
+    assert len(loc.links) <= 128 + 2 * 4  # two rounds of N/2 pairs and a retest per suspect: never all-pairs (8128)
 
 
 def test_without_a_floor_relative_speed_still_names_the_node():
@@ -80,3 +80,32 @@ def test_a_slow_link_between_good_nodes_is_measured_again_before_it_is_blamed(se
     assert next_round(loc) == []
     assert loc.slow_links() == ([] if second > 1 else [(0, 1)]) and loc.bad() == []
     assert len(loc.results) == 5  # both figures of 0<->1 stay in the report
+
+
+@pytest.mark.parametrize(("n", "far"), [(2, []), (3, [(0, 2)]), (4, [(0, 2), (1, 3)]), (5, [(0, 3), (1, 4)]),
+                                        (8, [(0, 4), (1, 5), (2, 6), (3, 7)])])
+def test_the_far_round_pairs_the_two_halves_of_the_node_list(n, far):
+    assert far_round(n) == far
+
+
+def test_1024_healthy_nodes_cost_two_rounds_and_the_second_crosses_the_halves():
+    loc = simulate(1024, set())
+    assert loc.rounds == [first_round(1024), far_round(1024)]
+    assert loc.rounds[1][0] == (0, 512) and loc.rounds[1][-1] == (511, 1023)
+    assert sorted(n for p in loc.rounds[1] for n in p) == list(range(1024))  # every node, once
+    assert loc.bad() == [] and loc.unresolved() == [] and loc.slow_links() == []
+
+
+def test_a_bad_spine_uplink_shows_as_slow_links_never_as_a_bad_node():
+    """8 nodes, 4 per leaf switch; leaf 1's uplink is bad, so every link between the leaves is slow. Round 1's
+    neighbours never leave their leaf (it saw nothing before the far round); the far round crosses, both ends
+    of each cross link are good (round 1), so the links are measured again and then blamed, not the nodes."""
+    loc = Localisation(nnodes=8)
+    leaf = [n // 4 for n in range(8)]
+    pairs = first_round(8)
+    while pairs:
+        measured(loc, {(a, b): 0.1 if leaf[a] != leaf[b] else 1.5 for a, b in pairs})
+        pairs = next_round(loc)
+    assert loc.rounds[1] == [(0, 4), (1, 5), (2, 6), (3, 7)]
+    assert loc.slow_links() == [(0, 4), (1, 5), (2, 6), (3, 7)]
+    assert loc.bad() == [] and loc.unresolved() == [] and len(loc.rounds) == 3  # the retest of the far links

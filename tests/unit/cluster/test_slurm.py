@@ -30,6 +30,11 @@ def test_visible_gpus(tmp_path):
     assert slurm.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,3"}, tmp_path) == 3
     assert slurm.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, tmp_path) == 0
     assert slurm.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, tmp_path) == 0
+    assert slurm.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,2,-1,1"}, tmp_path) == 2  # CUDA stops at -1
+    assert slurm.visible_gpus({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, tmp_path) == 0
+    # a CUDA process enumerates one MIG device: two MIG UUIDs are one rank's worth, not two
+    assert slurm.visible_gpus({"CUDA_VISIBLE_DEVICES": "MIG-4f2a1c3e-5b6d-5e7f-8a9b-0c1d2e3f4a5b,"
+                                                       "MIG-7d8e9f0a-1b2c-5d3e-4f5a-6b7c8d9e0f1a"}, tmp_path) == 1
     for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
         (tmp_path / name).touch()
     assert slurm.visible_gpus({}, tmp_path) == 2

@@ -110,8 +110,35 @@ def test_all_ports_down_is_one_fail(tmp_path):
     assert node.facts.iface("bond0").role == "management" and "ND201" not in {x.code for x in check(node)}
 
 
-def test_one_port_down_stays_a_warn(tmp_path):
+DOWN = {"state": "1: DOWN", "phys": "2: Polling", "rate": "10 Gb/sec", "ll": "InfiniBand"}
+
+
+def test_one_compute_port_down_fails_and_a_port_nccl_does_not_use_warns(tmp_path):
+    """One of a DGX's 8 compute HCAs dark: NCCL skips it and the gate exited 0 (a WARN) while its GPU's rail
+    crowds another NIC. Now a FAIL; the same port excluded by NCCL_IB_HCA, or a dual-port card's second port
+    (its first active: often uncabled on purpose), stays a WARN."""
     spec = b.dgx_h100()
-    spec["rdma"][0]["ports"] = {1: {"state": "1: DOWN", "phys": "2: Polling", "rate": "10 Gb/sec", "ll": "InfiniBand"}}
+    spec["rdma"][0]["ports"] = {1: DOWN}
+    root = b.build(spec, tmp_path / "a")
+    node = probe_node(root, ENV)
+    assert {(f.code, f.severity.value) for f in check(node) if f.severity.value != "pass"} == {("ND209", "fail")}
+    (f,) = [f for f in check(node) if f.code == "ND209"]
+    assert f.where.device == "mlx5_0:1" and "a rail NCCL would use is missing" in f.message
+    excluded = probe_node(root, {**ENV, "NCCL_IB_HCA": "^=mlx5_0"})
+    assert {(f.code, f.severity.value) for f in check(excluded) if f.code == "ND209"} == {("ND209", "warn")}
+    spec = b.dgx_h100()
+    spec["rdma"][0]["ports"] = {**spec["rdma"][0]["ports"], 2: DOWN}
+    spare = probe_node(b.build(spec, tmp_path / "b"), ENV)
+    assert {(f.where.device, f.severity.value) for f in check(spare) if f.code == "ND209"} == {("mlx5_0:2", "warn")}
+
+
+def test_a_port_at_a_quarter_of_its_peers_fails_and_at_half_warns(tmp_path):
+    """ND210: 4X NDR trained as 1X (100 of 400 Gb/s: three lanes dead) FAILs on a port NCCL uses; half rate
+    (the degraded_ib fixture's 2X HDR) stays a WARN."""
+    spec = b.dgx_h100()
+    spec["rdma"][3]["ports"] = {1: {**spec["rdma"][3]["ports"][1], "rate": "100 Gb/sec (1X NDR)"}}
     node = probe_node(b.build(spec, tmp_path), ENV)
-    assert {(f.code, f.severity.value) for f in check(node) if f.severity.value != "pass"} == {("ND209", "warn")}
+    (f,) = [f for f in check(node) if f.code == "ND210"]
+    assert (f.severity.value, f.where.device) == ("fail", "mlx5_3:1") and "a quarter or less" in f.message
+    half = probe_node(b.build(b.degraded_ib(), tmp_path / "half"), {})
+    assert [f.severity.value for f in check(half) if f.code == "ND210"] == ["warn"]

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from nccl_doctor.preflight.nccllogs import nccl_log_findings, nccl_log_summary, nccl_log_table
+from nccl_doctor.preflight.protocol import LogSummary
 from nccl_doctor.report import Severity
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures/nccl-logs"
@@ -51,3 +52,30 @@ def test_nccl_log_step_survives_a_parser_failure_and_only_gloo_passes(tmp_path):
     gloo3 = nccl_log_summary(tmp_path / "none", "gloo", host="n3")
     where = {f.message[:40]: f.where.host for f in nccl_log_findings([broken, gloo, gloo3])}
     assert sorted(where.values()) == ["n1", "n[2-3]"]
+
+
+def test_transports_table_is_one_row_per_kind_of_communicator_not_per_rail():
+    """At 1,024 x 8 the node-pair pass makes 4,096 two-rank communicators a round: the table had a row for each
+    (one per distinct id). Here 4 nodes x 8 ranks, each node in 16 pair communicators, two of n3's on sockets:
+    the rows are the world, the intra- and inter-node groups and the pairs, with the socket rail kept apart."""
+    ib = {"transport": "IB", "gdr": True}
+
+    def comms(host: str) -> list[dict]:
+        out = [{"id": "0xa1", "nranks": 32, "nnodes": 4, "intra_node": ["P2P/CUMEM"], "inter_node": ib},
+               {"id": f"0xb{host}", "nranks": 8, "nnodes": 1, "intra_node": ["P2P/CUMEM"], "inter_node": None},
+               {"id": "0xc1", "nranks": 4, "nnodes": 4, "intra_node": [], "inter_node": ib}]
+        for k in range(16):
+            sock = host == "n3" and k < 2
+            out.append({"id": f"0x{host}{k:02x}", "nranks": 2, "nnodes": 2, "intra_node": [],
+                        "inter_node": {"transport": "Socket", "gdr": None} if sock else ib})
+        return out
+
+    logs = [LogSummary(host=h, files=1, communicators=comms(h)) for h in ("n1", "n2", "n3", "n4")]
+    table = nccl_log_table(logs)
+    assert table is not None and table.rows == (
+        ("n[1-4]", "world", "32", "4", "P2P/CUMEM", "IB", "yes"),
+        ("n[1-4]", "intra-node", "8", "1", "P2P/CUMEM", "-", "-"),
+        ("n[1-4]", "inter-node", "4", "4", "-", "IB", "yes"),
+        ("n[1-2,4]", "node pair x 16", "2", "2", "-", "IB", "yes"),
+        ("n3", "node pair x 2", "2", "2", "-", "Socket", "-"),
+        ("n3", "node pair x 14", "2", "2", "-", "IB", "yes"))

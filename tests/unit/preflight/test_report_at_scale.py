@@ -35,7 +35,7 @@ PROBLEMS = {
     (Code.NODE_LOST, Severity.FAIL): LOST,
     (Code.SOCKET_TRANSPORT, Severity.WARN): SOCKET,
     (Code.NCCL_WARNING, Severity.WARN): SOCKET,
-    (Code.RDMA_PORT_NOT_ACTIVE, Severity.WARN): PORT_DOWN,
+    (Code.RDMA_PORT_NOT_ACTIVE, Severity.FAIL): PORT_DOWN,  # a compute port NCCL would use: a lost rail
     (Code.GDR_PREREQUISITES_MISSING, Severity.WARN): GDR_OFF,
 }
 NIC_KEYS = 2  # the down port differs in two NIC facts: its netdev (ib3) and its RDMA port (mlx5_3:1)
@@ -80,7 +80,7 @@ def test_every_faulty_node_is_named_and_no_healthy_one_is_blamed(at_1024):
     blamed = set().union(*(_hosts(f.where.host) for f in report.findings if f.severity is not Severity.PASS))
     assert blamed == FAULTY
     assert fleet.named_hosts(text) >= FAULTY
-    assert _hosts(report.summary.rpartition("look at ")[2]) == set(OLD + MISSING + LOST + STUCK + SOCKET)
+    assert _hosts(report.summary.rpartition("look at ")[2]) == set(OLD + MISSING + LOST + STUCK + SOCKET + PORT_DOWN)
 
 
 def test_the_json_grows_linearly_with_the_nodes():
@@ -100,7 +100,7 @@ def test_drain_on_fail_drains_every_node_a_merged_failure_names(at_1024, tmp_pat
            "SLURMD_NODENAME": "gpu0001", "SLURM_JOB_NODELIST": "gpu[0001-1024]"}
     drain_on_fail(report, env)
     drained = {c[1].removeprefix("NodeName=") for c in calls(env)}
-    assert drained == set(OLD + MISSING + LOST + STUCK + SOCKET)
+    assert drained == set(OLD + MISSING + LOST + STUCK + SOCKET + PORT_DOWN)  # a compute port down FAILs: drained
     assert [f.severity for f in report.findings if f.code == Code.SLURM_DRAIN] == [Severity.PASS] * len(drained)
 
 
