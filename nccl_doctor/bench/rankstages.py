@@ -95,6 +95,19 @@ class Stages:
             self.watch.disarm()
         self._mark(f"ncd/{self.current}/{self.rank}/left", "1")
 
+    def disarm(self) -> None:
+        """The current stage failed on this rank (its error is the report): no longer watched, and not marked
+        left (for the others it never left)."""
+        if self.watch is not None:
+            self.watch.disarm()
+
+    def close(self) -> None:
+        """Done with these stages: the watchdog thread stops (a rank's process may run on: an in-process test,
+        preflight's next phase), so it can never fire for a stage this object no longer tracks."""
+        self.disarm()
+        if self.stop is not None:
+            self.stop.set()
+
     def rearm(self) -> None:
         """Watch the current stage again (a guarded call after the stage's own: it is bounded too)."""
         if self.watch is not None and self.current not in TERMINAL_STAGES:

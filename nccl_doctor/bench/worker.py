@@ -544,6 +544,7 @@ def _guard(stages: Stages, ranks: list[int], host_of: dict[int, str], fn: Callab
     try:
         out = fn()
     except (RuntimeError, dist.DistError, dist.DistBackendError) as exc:
+        stages.disarm()  # the failure is the report: the watchdog must not fire for this stage later
         stuck = stages.overdue(0.0, ranks)
         raise BenchFailure(stages.current, list(stuck.missing), list(stuck.missing_hosts), str(exc),
                            never_left=list(stuck.never_left), never_left_hosts=list(stuck.never_left_hosts)) from exc

@@ -59,3 +59,24 @@ def test_a_rank_missing_at_a_subgroups_creation_is_named_by_the_watchdog_within_
     assert "stage groups outlived --collective-timeout (3 s) on rank 0 (host0): ranks that never reached it: " \
            "rank 1 (host1)" in err
     assert json.loads((tmp_path / "rank0.json").read_text())["overdue"]["missing"] == [1]
+
+
+def test_a_stage_that_failed_is_no_longer_watched_and_closed_stages_stop_their_thread():
+    """A guarded call that raises leaves its stage unwatched (the failure is the report): an armed watchdog
+    would otherwise end the process ``timeout_s`` later, whatever it is doing by then (an in-process test
+    killed its pytest-xdist worker that way). ``close`` stops the thread."""
+    from nccl_doctor.bench import worker as bw
+
+    stages = bw.Stages(0, "here", {}, timeout_s=30.0)
+    try:
+        stages.enter("topology")
+
+        def boom() -> None:
+            raise RuntimeError("a closed Gloo pair")
+
+        with pytest.raises(bw.BenchFailure):
+            bw._guard(stages, [0], {}, boom)
+        assert stages.watch is not None and not stages.watch.armed
+    finally:
+        stages.close()
+    assert stages.stop is not None and stages.stop.is_set()
