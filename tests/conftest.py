@@ -58,33 +58,28 @@ def _torch_missing() -> str | None:
 SYSTEM = ROOT / "tests" / "system"
 
 
-# System tests (namespaces, Slurm daemons, whole clusters of processes) run one at a time, all in one
-# pytest-xdist worker (``--dist loadgroup``), while the other workers run the unit and process tests: a
-# cluster test spends most of its time waiting on its nodes (about a quarter of one core on average), so
-# the unit tests fill the idle CPU, and no two clusters ever compete for it.
-CLUSTER_GROUP = "cluster"
-
-
 def pytest_configure(config):
     """Each xdist worker gets a TMPDIR of its own, so a test that checks what its processes left in the
     temporary directory sees its own leftovers, never those of a test running beside it."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         own = tempfile.mkdtemp(prefix=f"ncd-tests-{worker}-")
-        os.chmod(own, 0o755)  # munged (user munge) must reach its socket under a Slurm cluster's dir
+        os.chmod(own, 0o755)  # as /tmp is to a process of another user (munged runs as munge)
         os.environ["TMPDIR"] = own
         tempfile.tempdir = None  # re-read TMPDIR
         config.add_cleanup(lambda: shutil.rmtree(own, ignore_errors=True))
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m selects: the marks below count
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the serial marks below count
 def pytest_collection_modifyitems(config, items):
     """Skip, with the printed reason, what this machine cannot run: torch tests need torch; namespaces
     need root; a Slurm cluster needs namespaces and slurmctld/slurmd/munge installed. System tests
-    (namespaces, Slurm daemons) share one xdist group (``CLUSTER_GROUP``)."""
+    (namespaces, Slurm daemons: whole clusters of processes, CPU-bound on two cores) are ``serial``: .ci/run
+    runs them after the parallel run. Run beside the unit tests, in one xdist worker, they made the whole run
+    slower (774 s against about 670 s) and missed their own deadlines."""
     for item in items:
         if SYSTEM in item.path.parents or "netns" in item.keywords or "slurm" in item.keywords:
-            item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
+            item.add_marker(pytest.mark.serial)
     torch_reason = _torch_missing() if any("torch" in item.keywords for item in items) else None
     netns_reason = netns.can_use_netns()
     slurm_reason = None
