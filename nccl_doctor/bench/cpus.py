@@ -31,6 +31,9 @@ from nccl_doctor.report import Finding, Severity, templated
 NCCL_MIN_CPUS = 2  # per rank: its own thread, plus NCCL's proxy thread
 GLOO_MIN_CPUS = 1  # per rank: Gloo's collectives are CPU work; less than one CPU each and the ranks time-slice
 MAX_LIST_CHARS = 256  # a longer cpulist (a scattered set on a huge node) is sent as its count only
+# no CPU number reaches this (Linux's NR_CPUS is at most 8,192 on x86_64 and arm64): a peer's "0-4294967295"
+# would otherwise make every rank build a set of four billion CPUs
+MAX_CPUS = 1 << 16
 BACKEND_NAMES = {Backend.NCCL: "NCCL", Backend.GLOO: "Gloo"}
 
 
@@ -51,14 +54,17 @@ def cpulist(cpus: Iterable[int]) -> str:
 
 
 def parse_cpulist(text: str) -> frozenset[int] | None:
-    """``cpulist``'s inverse; None for text that is not one."""
+    """``cpulist``'s inverse; None for text that is not one, longer than a rank sends (``MAX_LIST_CHARS``), or
+    naming a CPU from ``MAX_CPUS`` up (a peer's text: bounded before anything is built from it)."""
+    if len(text) > MAX_LIST_CHARS:
+        return None
     out: set[int] = set()
     for part in text.split(","):
         lo, _, hi = part.partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()):
             return None
         first, last = int(lo), int(hi or lo)
-        if last < first:
+        if last < first or last >= MAX_CPUS:
             return None
         out.update(range(first, last + 1))
     return frozenset(out)

@@ -84,3 +84,16 @@ def test_unknown_cpus_are_no_finding():
     assert judge_cpus(r) == []
     r.rank_cpus = []  # an older worker, or a result built without them
     assert judge_cpus(r) == []
+
+
+def test_a_peers_cpulist_is_bounded_before_a_set_is_built_from_it():
+    """The attack: a rank sends a cpulist naming billions of CPUs, or a megabyte of them; every rank would
+    build that set. Each is an unknown CPU list instead (no finding from it, no set)."""
+    from nccl_doctor.bench.cpus import MAX_LIST_CHARS, rank_cpus
+
+    assert parse_cpulist("0-65536") is None  # without the bound: a set of 65,537 CPUs
+    assert parse_cpulist("0-4294967295") is None
+    assert parse_cpulist(",".join(["1"] * MAX_LIST_CHARS)) is None  # longer than any rank sends
+    assert parse_cpulist("0,65535") == frozenset({0, 65535})
+    hostile = rank_cpus({"count": 4294967296, "list": "0-4294967295"})
+    assert hostile is not None and hostile.cpus is None
