@@ -171,9 +171,15 @@ def _gather_nvlinks(result: BenchResult, cuda: bool) -> tuple[list[NvLinkState],
     for r, entry in enumerate(got):
         d = expect(entry, r, "NVLink state", {"states": (list,), "why": (str, type(None))})
         at = next(n.index for n in result.nodes if r in n.ranks)
-        out += [NvLinkState(node=at, gpu=str(s[0]), up=int(s[1]), links=int(s[2])) for s in d["states"]
-                if isinstance(s, list) and len(s) == 3]
+        out += [NvLinkState(node=at, gpu=s[0], up=s[1], links=s[2]) for s in d["states"] if _nvlink_entry(s)]
         if d["why"]:
             whys.append(d["why"])
     return out, (whys[0] if whys and not out else None)
 
+
+
+def _nvlink_entry(entry: Any) -> bool:
+    """A peer's ``[gpu, up, links]`` as ``read_nvlinks`` makes it (a string and two counts); anything else from
+    a peer is left out, never converted (``int("abc")`` would end the rank with a traceback)."""
+    return (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in entry[1:]))

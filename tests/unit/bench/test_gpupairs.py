@@ -142,3 +142,14 @@ def test_nvlink_state_is_read_through_nvml_and_pcie_cards_are_left_out():
 def test_the_report_says_why_the_pass_did_not_run(backend):
     r = replace(result([], nodes=1), backend=backend)
     assert build_report(r, []).data["gpu_pairs"]["skipped"]
+
+
+@pytest.mark.torch
+def test_a_peers_nvlink_states_of_the_wrong_types_are_left_out_not_converted():
+    """What a hostile or broken rank sends as its node's NVLink states: only ``[gpu, up, links]`` with a string
+    and two counts is read; ``int("abc")`` on a peer's value ended every rank with a traceback."""
+    from nccl_doctor.bench.gpupass import _nvlink_entry
+
+    assert _nvlink_entry(["0000:00:06.0", 18, 18])
+    for bad in (["g", "abc", 18], ["g", True, 18], [1, 2, 3], ["g", -1, 18], ["g", 18], "g,18,18", ["g", 1.5, 18]):
+        assert not _nvlink_entry(bad), bad
