@@ -23,6 +23,7 @@ from nccl_doctor.cluster.stages import Stage, StageFile, StageOverdue, StageSink
 STALL_ENV = "NCCL_DOCTOR_TEST_STALL"  # before entering it (the others see it missing; its own watchdog is idle)
 STALL_INSIDE_ENV = "NCCL_DOCTOR_TEST_STALL_INSIDE"  # after entering it, past its warm-up (``Stages.inside``)
 STALL_S = 3600
+HOST_BYTES = 255  # a host name read back from a mark (RFC 1035: 253); whoever reached the store wrote the rest
 
 
 class Stages:
@@ -159,7 +160,7 @@ class Stages:
         if rank in self.hosts:
             return self.hosts[rank]
         try:
-            return bytes(store.get(f"ncd/{self.current}/{rank}")).decode(errors="replace")
+            return bytes(store.get(f"ncd/{self.current}/{rank}"))[:HOST_BYTES].decode(errors="replace")
         except Exception:
             return "?"
 

@@ -80,3 +80,19 @@ def test_a_stage_that_failed_is_no_longer_watched_and_closed_stages_stop_their_t
     finally:
         stages.close()
     assert stages.stop is not None and stages.stop.is_set()
+
+
+def test_a_host_name_read_back_from_the_store_is_capped():
+    """The attack: whoever reaches the rendezvous store writes a megabyte as a rank's mark; the watchdog names
+    that rank with at most a host name's length of it (the report and the stage file stay small)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from nccl_doctor.bench import worker as bw
+
+    store = dist.TCPStore("127.0.0.1", free_port(), 1, True, timeout=timedelta(seconds=10))
+    stages = bw.Stages(0, "here", {}, store=store)
+    stages.enter("all_gather world 1 MiB")
+    store.set("ncd/all_gather world 1 MiB/1", "h" * (1 << 20))
+    assert stages._host(1, store) == "h" * 255
