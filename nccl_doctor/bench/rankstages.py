@@ -109,6 +109,12 @@ class Stages:
         if self.stop is not None:
             self.stop.set()
 
+    def __enter__(self) -> Stages:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def rearm(self) -> None:
         """Watch the current stage again (a guarded call after the stage's own: it is bounded too)."""
         if self.watch is not None and self.current not in TERMINAL_STAGES:

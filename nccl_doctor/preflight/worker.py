@@ -135,13 +135,11 @@ def _init(args: PreflightOptions, env: Mapping[str, str], store: Store, hook: Ov
     from nccl_doctor.bench.worker import Stages, init_from_env
 
     rank = int(env["RANK"])
-    stages = Stages(rank, socket.gethostname(), env, timeout_s=args.collective_timeout, on_overdue=(hook,))
-    try:
+    # closed on leaving (its thread stops): the bench's own stages watch what follows
+    with Stages(rank, socket.gethostname(), env, timeout_s=args.collective_timeout, on_overdue=(hook,)) as stages:
         device: str = init_from_env(timeout_s=args.collective_timeout, env=env, force_cpu=args.cpu,
                                     store=dist.PrefixStore(PG_PREFIX, store.raw), rank=rank,
                                     world_size=int(env["WORLD_SIZE"]), stages=stages)
-    finally:
-        stages.close()  # the bench's own stages watch what follows
     return device
 
 
@@ -170,22 +168,17 @@ def _work(args: PreflightOptions, env: Mapping[str, str], stage: StageMarks, dev
     if rank == 0:
         _say(f"bench: {', '.join(cfg.ops)} on {', '.join(groups)} at {len(cfg.sizes)} sizes")
     host = socket.gethostname()  # the bench's stages go to this rank's marks too, as node 0 shows them
-    sweep_stages = bw.Stages(rank, host, env, sinks=(PrefixedSink(stage, BENCH_PREFIX),),
-                             timeout_s=args.collective_timeout, on_overdue=(hook,))
-    try:
+    with bw.Stages(rank, host, env, sinks=(PrefixedSink(stage, BENCH_PREFIX),), timeout_s=args.collective_timeout,
+                   on_overdue=(hook,)) as sweep_stages:
         bench = bw.run_bench(cfg, env=env, stages=sweep_stages)
-    finally:
-        sweep_stages.close()
     timings["bench"] = round(time.monotonic() - t, 2)
 
     t = time.monotonic()
     if bench.nnodes > 1:  # the same node-pair pass as `bench` (pairs.py), judged by the same rule
         pair_cfg = replace(cfg, pair_size=PAIR_SIZE[kind], iters=PAIR_ITERS, warmup=WARMUP)
-        pair_stages = bw.Stages(rank, host, env, sinks=(stage,), timeout_s=args.collective_timeout, on_overdue=(hook,))
-        try:
+        with bw.Stages(rank, host, env, sinks=(stage,), timeout_s=args.collective_timeout,
+                       on_overdue=(hook,)) as pair_stages:
             bw.measure_nodes(bench, pair_cfg, pair_stages, say=_say if rank == 0 else None)
-        finally:
-            pair_stages.close()
     timings["localise"] = round(time.monotonic() - t, 2)
     findings = judge(bench, short_sweep=True) + coverage(bench, asked=False)
     bench_report = build_report(bench, findings)

@@ -67,8 +67,7 @@ def test_a_stage_that_failed_is_no_longer_watched_and_closed_stages_stop_their_t
     killed its pytest-xdist worker that way). ``close`` stops the thread."""
     from nccl_doctor.bench import worker as bw
 
-    stages = bw.Stages(0, "here", {}, timeout_s=30.0)
-    try:
+    with bw.Stages(0, "here", {}, timeout_s=30.0) as stages:
         stages.enter("topology")
 
         def boom() -> None:
@@ -77,8 +76,6 @@ def test_a_stage_that_failed_is_no_longer_watched_and_closed_stages_stop_their_t
         with pytest.raises(bw.BenchFailure):
             bw._guard(stages, [0], {}, boom)
         assert stages.watch is not None and not stages.watch.armed
-    finally:
-        stages.close()
     assert stages.stop is not None and stages.stop.is_set()
 
 
