@@ -1,5 +1,3 @@
-import sys
+from nccl_doctor.cli import console_main
 
-from nccl_doctor.cli import main
-
-sys.exit(main())
+console_main()

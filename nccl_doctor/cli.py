@@ -18,11 +18,12 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from nccl_doctor import __version__
 from nccl_doctor.errors import DoctorError
 from nccl_doctor.files import check_output, location, stream_target, write_file
+from nccl_doctor.leave import leave
 from nccl_doctor.outcome import CommandModule, Listing, Outcome
 from nccl_doctor.outputs import FORMATS, OUTPUTS, Output, OutputFormat, OutputOptions, to_output
 from nccl_doctor.render import make_console, render_text
@@ -178,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"nccl-doctor {command}: interrupted", file=sys.stderr)
         return 130
+
+
+def console_main() -> NoReturn:
+    """``nccl-doctor`` and ``python -m nccl_doctor``: ``main``, then the exit a rank process needs (leave.py)."""
+    leave(main())
 
 
 def finish(outcome: Outcome, command: str, output: OutputOptions, inputs: tuple[Path, ...]) -> int:

@@ -43,6 +43,7 @@ from nccl_doctor.cluster.stages import Stage, StageFile
 from nccl_doctor.cluster.torchrun import LOG_ENV, launch_notes, plan_launch, self_launch
 from nccl_doctor.codes import Code
 from nccl_doctor.errors import InputError
+from nccl_doctor.leave import joined_process_group
 from nccl_doctor.node import check, probe_node
 from nccl_doctor.outcome import Outcome
 from nccl_doctor.report import Report, Severity, exit_code, finding
@@ -155,6 +156,7 @@ def run_worker(options: BenchOptions, env: Mapping[str, str]) -> Outcome:
     host = socket.gethostname()
     stage_file = StageFile(rank, host, env)
     stage_file.record(Stage.INIT)
+    joined_process_group()  # from here the process ends with os._exit, never Gloo's teardown (leave.py)
     notes = launch_notes(env)
     if env is os.environ and not stage_file.managed:  # someone else's launcher: our launcher sets these itself
         notes += overridden(env)

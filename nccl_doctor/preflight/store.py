@@ -10,13 +10,13 @@ from __future__ import annotations
 import errno
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from nccl_doctor.leave import leave_now
 from nccl_doctor.preflight.auth import MAC_HEX, TAG, RejectedValueError, Seal
 from nccl_doctor.preflight.protocol import value_cap
 
@@ -262,9 +262,7 @@ def exit_now(code: int) -> int:
     """A store connect we gave up on is still blocked in C++: exiting the normal way would tear torch down
     under it (``terminate called without an active exception``). Everything is written: leave at once."""
     if store_call_abandoned():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        leave_now(code)
     return code
 
 

@@ -10,7 +10,6 @@ inside functions.
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import time
@@ -32,6 +31,7 @@ from nccl_doctor.bench.payload import BenchPayload
 from nccl_doctor.cluster.procs import die_with_parent
 from nccl_doctor.cluster.stages import PrefixedSink, Stage, StageOverdue
 from nccl_doctor.codes import Code
+from nccl_doctor.leave import leave_now
 from nccl_doctor.preflight import store as stores
 from nccl_doctor.preflight.auth import Seal, secret_from_env
 from nccl_doctor.preflight.fsdp_smoke import run_smoke
@@ -88,9 +88,7 @@ def run_worker(args: PreflightOptions, env: Mapping[str, str]) -> int:
     except Exception as exc:  # a failed collective (Gloo's timeouts, NCCL's errors); a hang is the watchdog's
         post_error(store, rank, rank_error(stage.current, exc))
         code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # never wait on gloo/NCCL teardown of a broken group: the launcher has what it needs
+    leave_now(code)  # never wait on gloo/NCCL teardown of a broken group: the launcher has what it needs
 
 
 def post_error(store: Store, rank: int, error: RankError) -> None:

@@ -18,12 +18,14 @@ WORKER = textwrap.dedent("""
     from datetime import timedelta
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
+    from nccl_doctor.leave import leave_now
     from nccl_doctor.preflight.fsdp_smoke import run_smoke
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "fsdp"))
     r = run_smoke(mesh, checkpoint_base=sys.argv[1])
     print(json.dumps({"rank": r.rank, "losses": r.losses, "problems": r.problems}))
-    dist.destroy_process_group()
+    dist.barrier()
+    leave_now(0)  # as the product's ranks end (leave.py): Gloo's teardown can abort a passing process
 """)
 
 
@@ -66,14 +68,15 @@ MISMATCH_WORKER = textwrap.dedent("""
     from datetime import timedelta
     import torch, torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
+    from nccl_doctor.leave import leave_now
     from nccl_doctor.preflight.fsdp_smoke import replica_mismatches
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     mesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("dp", "fsdp"))
     rank = dist.get_rank()
     state = {"same": torch.arange(6.0), "planted": torch.full((4,), float(rank)), "step": 3}
     print(json.dumps(replica_mismatches(state, mesh)), flush=True)
-    dist.barrier()  # no rank tears Gloo down while the other still talks to it (an abort at exit)
-    dist.destroy_process_group()
+    dist.barrier()
+    leave_now(0)
 """)
 
 
