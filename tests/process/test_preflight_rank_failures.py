@@ -64,7 +64,7 @@ def test_a_collective_timeout_raised_in_the_main_thread_is_written_to_error_rank
     def exit_(code: int) -> None:
         raise SystemExit(code)
 
-    monkeypatch.setattr(worker.os, "_exit", exit_)
+    monkeypatch.setattr(worker, "leave_now", exit_)
     args = PreflightOptions(collective_timeout=30)
     with pytest.raises(SystemExit) as info:
         worker.run_worker(args, {"RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"})
@@ -99,7 +99,7 @@ def test_a_timeout_inside_a_guarded_bench_collective_reaches_error_rank(monkeypa
     def exit_(code: int) -> None:
         raise SystemExit(code)
 
-    monkeypatch.setattr(worker.os, "_exit", exit_)
+    monkeypatch.setattr(worker, "leave_now", exit_)
     env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "NNODES": "1",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     args = PreflightOptions(collective_timeout=30, cpu=True, fsdp_smoke=False)
