@@ -144,7 +144,7 @@ def test_prolog_node_check_drains_the_failing_node_only():
 def test_preflight_drains_the_throttled_node_only(job_env):
     job_env.update(PREFLIGHT_TIMEOUT=str(DEADLINE), PREFLIGHT_ARGS="--drain-on-fail", SBATCH_GPUS_PER_NODE="0")
     with slurm.SlurmCluster(3) as sc:
-        sc.throttle(sc.nodes[1], "100mbit")
+        sc.throttle(sc.nodes[1])
         rc, out = sc.submit(SBATCH, env=job_env, timeout=DEADLINE + 30)
         states = {n.name: node(sc, n.name) for n in sc.nodes}
     assert rc == 1, out

@@ -71,7 +71,7 @@ def test_could_not_run_is_the_jobs_exit_code_2(job_env):
 
 def test_three_nodes_one_throttled_fails_naming_it(job_env):
     with slurm.SlurmCluster(3) as sc:
-        sc.throttle(sc.nodes[1], "100mbit")
+        sc.throttle(sc.nodes[1])
         rc, out = sc.submit(SBATCH, env=job_env, timeout=DEADLINE + 30)
         doc = _report(sc)
     assert rc == 1, out
@@ -98,7 +98,11 @@ def test_missing_socket_ifname_fails_in_seconds_with_the_fix(job_env):
 
 
 def test_node_killed_mid_run_fails_fast_naming_it(job_env):
+    """The survivors' own exit codes, as srun reports them, are the test: Slurm itself takes another ~20 s
+    to declare the node failed and cancel the job, which says nothing about nccl-doctor, so the test does
+    not wait for it (the cluster's teardown ends the job)."""
     before = set(Path(tempfile.gettempdir()).glob("nccl-doctor-*"))
+    survivors = ("n1: task 0: Exited with exit code 1", "n3: task 2: Exited with exit code 1")
     with slurm.SlurmCluster(3) as sc:
         job = sc.sbatch(SBATCH, env=job_env, time_limit_s=DEADLINE + 60)
         t0 = time.monotonic()
@@ -107,12 +111,12 @@ def test_node_killed_mid_run_fails_fast_naming_it(job_env):
             time.sleep(0.2)
         sc.kill_node(sc.nodes[1])
         killed = time.monotonic()
-        job.wait(DEADLINE + 30)
+        while not all(line in (out := job.out_path.read_text(errors="replace")) for line in survivors):
+            assert time.monotonic() - killed < DEADLINE, f"the survivors did not stop on their own:\n{out}"
+            time.sleep(0.2)
         doc = _report(sc)
-    assert job.rc not in (0, 124), job.output
     lost = [f for f in _fails(doc) if f["code"] == "ND407"]
-    assert lost and lost[0]["where"]["host"] == "n2", job.output
+    assert lost and lost[0]["where"]["host"] == "n2", out
     assert doc["timings_s"]["total"] < DEADLINE / 2  # the survivors stopped on their own, long before the deadline
-    assert time.monotonic() - killed < DEADLINE
     # even the SIGKILLed node's private dirs went with the cluster (its TMPDIR), none in the machine's /tmp
     assert set(Path(tempfile.gettempdir()).glob("nccl-doctor-*")) - before == set()

@@ -1,6 +1,8 @@
-"""``examples/preflight.sbatch`` on 16 namespace nodes under real Slurm (root): a healthy run passes with
-nothing above PASS; with n5 and n12 throttled, both FAIL and nobody else is blamed. The largest real run CI
-makes; node 0's protocol past it is measured by ``benchmarks/bench_scale.py`` (``docs/scale.md``)."""
+"""``examples/preflight.sbatch`` on 16 namespace nodes under real Slurm (root): with n5 and n12 throttled,
+both FAIL and the 14 healthy nodes are not named by any finding above PASS, not even a warning: one run
+holds both a true alarm and 14 nodes' worth of no false alarm. The largest real run CI makes; a healthy
+run with nothing above PASS is the three-node tests' (``test_preflight_netns.py``, Slurm's in
+``test_preflight_slurm.py``), and node 0's protocol past 16 nodes is ``benchmarks/bench_scale.py``'s."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ NODES = 16
 THROTTLED = (4, 11)  # n5 and n12
 DEADLINE = 150  # PREFLIGHT_TIMEOUT: 16 launchers and their ranks share this box's 2 cores
 
-pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.timeout(2 * DEADLINE + 120)]
+pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.timeout(DEADLINE + 120)]
 
 
 def job_env() -> dict[str, str]:
@@ -46,18 +48,17 @@ def named(doc: dict, severity: str) -> set[str]:
             for h in hostlist.expand_hostlist(f["where"]["host"])}
 
 
-def test_sixteen_nodes_pass_healthy_and_fail_exactly_the_two_throttled():
+def test_sixteen_nodes_fail_exactly_the_two_throttled_and_blame_nobody_else():
     with slurm.SlurmCluster(NODES) as sc:
-        rc, out, healthy = run(sc)
         for i in THROTTLED:
             sc.throttle(sc.nodes[i], "100mbit")
-        rc_slow, out_slow, slow = run(sc)
+        rc, out, doc = run(sc)
     leftovers = sc.leftovers()  # torn down: no namespace, daemon or process left
-    assert rc == 0 and healthy["verdict"] == "pass", out
-    assert [f for f in healthy["findings"] if f["severity"] != "pass"] == [], out  # nothing above PASS
-    assert healthy["nnodes"] == NODES
-    assert rc_slow == 1 and slow["verdict"] == "fail", out_slow
-    assert named(slow, "fail") == {"n5", "n12"}, out_slow
-    assert sorted(slow["localisation"]["bad_nodes"]) == ["n12", "n5"]
-    assert named(slow, "warn") <= {"n5", "n12"}, out_slow  # nobody else blamed, not even in a warning
+    assert doc["nnodes"] == NODES
+    assert rc == 1 and doc["verdict"] == "fail", out
+    assert named(doc, "fail") == {"n5", "n12"}, out
+    assert sorted(doc["localisation"]["bad_nodes"]) == ["n12", "n5"]
+    # nobody else blamed, not even in a warning, and no finding above PASS that names no host at all
+    assert named(doc, "warn") <= {"n5", "n12"}, out
+    assert [f["code"] for f in doc["findings"] if f["severity"] != "pass" and not f["where"].get("host")] == [], out
     assert leftovers == []
