@@ -22,6 +22,7 @@ from nccl_doctor.files import atomic_write
 
 STAGE_DIR_ENV = "NCCL_DOCTOR_STAGE_DIR"
 RANK0_POLL_S = 0.05
+RANK0_START_S = 30.0  # for rank 0 of this node to record its first stage (it imports torch first)
 
 
 class Stage(StrEnum):
@@ -131,6 +132,9 @@ class StageFile:
         d = env.get(STAGE_DIR_ENV)
         self.path = Path(d) / f"rank{rank}.json" if d else None
         self.rank, self.host = rank, host
+        local = env.get("LOCAL_RANK", "")
+        # torchrun numbers a node's ranks RANK-LOCAL_RANK onwards: rank 0 is ours when that is 0
+        self.rank0_here = rank - int(local) == 0 if local.isdigit() else True
 
     @property
     def managed(self) -> bool:
@@ -146,20 +150,23 @@ class StageFile:
             rec["overdue"] = overdue.to_json()
         atomic_write(self.path, json.dumps(rec))
 
-    def wait_for_rank0(self, seconds: float) -> None:
-        """Until rank 0 has recorded its code, at most ``seconds``. A failing rank's non-zero exit makes
-        torchrun stop every rank, rank 0 too, perhaps before it printed the report: the launcher would then
-        exit with the failing rank's code and no report (seen as an empty stdout). Only rank 0 of this node
-        is waited for (its file is in the same directory); elsewhere there is nothing to wait for."""
-        if self.path is None or self.rank == 0:
+    def wait_for_rank0(self, seconds: float, *, start_s: float = RANK0_START_S) -> None:
+        """Until rank 0 has recorded its code, at most ``seconds`` once it has started. A failing rank's
+        non-zero exit makes torchrun stop every rank, rank 0 too, perhaps before it printed the report: the
+        launcher would then exit with the failing rank's code and no report (seen as an empty stdout). Only
+        rank 0 of this node is waited for (its file is in the same directory), and first for its file to
+        appear, up to ``start_s``: on a loaded box rank 1 can fail before rank 0 has even imported torch,
+        and leaving then lost the report too (seen in CI)."""
+        if self.path is None or self.rank == 0 or not self.rank0_here:
             return
         rank0 = self.path.with_name("rank0.json")
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            record = _read_stage(rank0)
-            if record is None or record.code is not None:
-                return
+        end = time.monotonic() + start_s
+        while (record := _read_stage(rank0)) is None and time.monotonic() < end:
             time.sleep(RANK0_POLL_S)
+        end = time.monotonic() + seconds
+        while record is not None and record.code is None and time.monotonic() < end:
+            time.sleep(RANK0_POLL_S)
+            record = _read_stage(rank0)
 
 
 def read_stages(stage_dir: Path) -> list[StageRecord]:

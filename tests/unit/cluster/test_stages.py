@@ -28,8 +28,10 @@ def test_a_failing_rank_waits_for_rank_0_to_record_its_code_then_leaves(tmp_path
     """A failing rank's exit makes torchrun stop rank 0: it leaves only once rank 0 recorded its code (its
     report printed), or at once when rank 0 is on another node (no file here), or at the limit."""
     env = {STAGE_DIR_ENV: str(tmp_path)}
-    rank0, rank1 = StageFile(0, "n1", env), StageFile(1, "n1", env)
-    rank1.wait_for_rank0(5.0)  # no rank0.json here: rank 0 is elsewhere, nothing to wait for
+    start = time.monotonic()
+    StageFile(9, "n2", {**env, "LOCAL_RANK": "1"}).wait_for_rank0(5.0)  # rank 0 is on another node
+    assert time.monotonic() - start < 1.0
+    rank0, rank1 = StageFile(0, "n1", env), StageFile(1, "n1", {**env, "LOCAL_RANK": "1"})
     rank0.record("init")
     seen: list[int | None] = []
 
@@ -46,6 +48,30 @@ def test_a_failing_rank_waits_for_rank_0_to_record_its_code_then_leaves(tmp_path
     start = time.monotonic()
     StageFile(2, "n1", env).wait_for_rank0(0.2)  # recorded already: no wait
     assert time.monotonic() - start < 0.2
+
+
+def test_a_failing_rank_waits_for_a_rank_0_that_has_not_started_yet(tmp_path):
+    """Rank 1 failed before rank 0 wrote anything (rank 0 still importing torch): leaving at once would let
+    torchrun stop rank 0 before its report. It waits for the file, then for the code."""
+    env = {STAGE_DIR_ENV: str(tmp_path), "LOCAL_RANK": "1"}
+    rank0 = StageFile(0, "n1", {STAGE_DIR_ENV: str(tmp_path)})
+
+    def start_then_fail() -> None:
+        time.sleep(0.4)
+        rank0.record("init")
+        time.sleep(0.3)
+        rank0.record("failed", code=1)
+
+    t = threading.Thread(target=start_then_fail)
+    t.start()
+    StageFile(1, "n1", env).wait_for_rank0(30.0)
+    code = read_stages(tmp_path)[0].code
+    t.join()
+    assert code == 1
+    start = time.monotonic()  # a rank 0 that never starts is waited for at most start_s
+    (tmp_path / "rank0.json").unlink()
+    StageFile(1, "n1", env).wait_for_rank0(30.0, start_s=0.2)
+    assert 0.2 <= time.monotonic() - start < 1.0
 
 
 def test_every_named_stage_keeps_its_value():

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import nccl_doctor.logs.command  # noqa: F401  bound to the real load before any test patches it (the CLI imports it lazily)
 from nccl_doctor.cli import main
 from nccl_doctor.logs.catalog import explain as explain_module
 from nccl_doctor.logs.catalog import formats as catalog_module
