@@ -25,8 +25,11 @@ VALUES_SHOWN = 4  # values named in a finding's message, largest groups first; t
 PER_NODE_ENV = {"NCCL_DEBUG_FILE", "NCCL_COMM_ID", "NCCL_HOSTID", "NCCL_DOCTOR_STAGE_DIR",
                 "NCCL_DOCTOR_LAUNCH_NOTES", "NCCL_DOCTOR_RUN"}
 
-# Virtual interfaces that still say something about a node's network (bridges, tunnels do not).
-COMPARED_VIRTUAL = (VirtualKind.VETH, VirtualKind.BOND, VirtualKind.VLAN)
+# Virtual interfaces that still say something about a node's network (bridges, tunnels do not). A veth
+# whose peer has the same ifindex in its own namespace reads as plain virtual Ethernet: it is compared
+# too, or the one node where the kernel's numbering happened to coincide (node 0 of every namespace run,
+# a pod here and there) would lack the NIC all the others have (ND403 on a healthy cluster).
+COMPARED_VIRTUAL = (VirtualKind.VETH, VirtualKind.VIRTUAL_ETHERNET, VirtualKind.BOND, VirtualKind.VLAN)
 # Where NCCL looks for a net plugin after LD_LIBRARY_PATH.
 PLUGIN_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/local/lib")
 

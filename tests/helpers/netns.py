@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import poll
+
 NETNS_ETC = Path("/etc/netns")
 
 
@@ -34,6 +36,11 @@ def can_use_netns() -> str | None:
     if shutil.which("ip") is None or shutil.which("unshare") is None:
         return "needs iproute2 `ip` and util-linux `unshare`"
     return None
+
+
+def _link_up(node: Node) -> bool:
+    state = sh("ip", "netns", "exec", node.ns, "cat", f"/sys/class/net/{node.iface}/operstate", check=False)
+    return state.stdout.strip() == "up"
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess[str]:
@@ -53,6 +60,10 @@ class Node:
     iface: str = "eth1"
     switch_port: str = ""
     extra_hosts: dict[str, str] = field(default_factory=dict)
+
+
+LINK_UP_S = 10.0  # for a node's veth to read operstate up
+SHARED_IFINDEX = 4000  # above anything the kernel numbers in a fresh namespace of a few dozen links
 
 
 class Cluster:
@@ -80,16 +91,29 @@ class Cluster:
             for node in self.nodes:
                 sh("ip", "netns", "add", node.ns)
                 sh("ip", "-n", node.ns, "link", "set", "lo", "up")
-                sh("ip", "-n", node.ns, "link", "add", node.iface, "type", "veth",
-                   "peer", "name", node.switch_port, "netns", self.switch)
+                # node 1's veth and its switch port share one ifindex, each in its own namespace, as a
+                # pod's eth0 and its host-side peer can: sysfs cannot tell that veth from other virtual
+                # Ethernet (iflink == ifindex), and a healthy cluster must not read it as a NIC that differs
+                same = ["index", str(SHARED_IFINDEX)] if node.index == 1 else []
+                sh("ip", "-n", node.ns, "link", "add", node.iface, *same, "type", "veth",
+                   "peer", "name", node.switch_port, *same, "netns", self.switch)
                 sh("ip", "-n", self.switch, "link", "set", node.switch_port, "master", "br0", "up")
                 sh("ip", "-n", node.ns, "addr", "add", f"{node.addr}/24", "dev", node.iface)
                 sh("ip", "-n", node.ns, "link", "set", node.iface, "up")
             self.write_hosts()
+            self.wait_links_up()
         except BaseException:
             self.down()
             raise
         return self
+
+    def wait_links_up(self) -> None:
+        """Until every node's link reads ``up`` in its sysfs, as a booted node's does: the kernel turns the
+        operstate up a moment after the carrier, and a probe in that moment saw node 1's eth1 down (ND206
+        "NCCL will use lo", ND403), a harness artefact no cluster has."""
+        for node in self.nodes:
+            if not poll.until(lambda node=node: _link_up(node), LINK_UP_S, interval_s=0.05):
+                raise RuntimeError(f"{node.name}: {node.iface} did not come up within {LINK_UP_S} s")
 
     def write_hosts(self) -> None:
         """``/etc/netns/<ns>/hosts``: ``ip netns exec`` bind-mounts it over /etc/hosts."""

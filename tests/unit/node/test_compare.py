@@ -84,3 +84,23 @@ def test_node_facts_read_the_driver_and_nics_through_the_probes_root(tmp_path):
     assert any(k.startswith("nic.") for k in facts) and not any(k.startswith("nic.lo") for k in facts)
     (root / "sys/module/nvidia/version").unlink()
     assert node_facts(probe_node(root, {}), {}, versions=VERSIONS, host="vm")["driver.nvidia"] == "none"
+
+
+def _pod(tmp_path, name, **eth1):
+    """A pod-like node: one veth eth1 with an address and the default route (sysfs_builder's format)."""
+    spec = {"hostname": name,
+            "net": [{"name": "eth1", "kind": "veth", "speed": 10000, "addrs": ["198.18.0.1/24"], **eth1}],
+            "default": ("eth1", "198.18.0.254"), "modules": ["veth"]}
+    return probe_node(sysfs_builder.build(spec, tmp_path / name), {})
+
+
+def test_a_veth_whose_peer_shares_its_ifindex_is_the_same_nic_as_the_others(tmp_path):
+    """sysfs tells a veth by iflink != ifindex; where the peer's ifindex, in its own namespace, is the same
+    number, only "virtual Ethernet" is known. That node's eth1 must still be compared: it went missing
+    from node 0's facts of every namespace run, and every healthy multi-node preflight warned ND403."""
+    plain = _pod(tmp_path, "n2")
+    same = _pod(tmp_path, "n1", iflink=2)  # lo is 1, eth1 2: its peer is 2 as well
+    assert [i.virtual_kind for i in same.facts.interfaces if i.name == "eth1"] == ["virtual-ethernet"]
+    nodes = [node_facts(p, {}, versions=VERSIONS, host=h) for p, h in ((same, "n1"), (plain, "n2"), (plain, "n3"))]
+    assert nodes[0]["nic.eth1"] == nodes[1]["nic.eth1"] == "virtual, up, 10000 Mb/s"
+    assert compare(nodes) == []
