@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from nccl_doctor.codes import Code
 from nccl_doctor.codes.text import DEFAULT_VARIANT
+from nccl_doctor.logs.diagnosis import ofi
 from nccl_doctor.logs.diagnosis.errorfindings import behind_finding, error_findings, trace_finding, watchdog_findings
 from nccl_doctor.logs.diagnosis.hosted import host_finding, hosts_finding
 from nccl_doctor.logs.diagnosis.limits import limits_finding
@@ -69,8 +70,8 @@ def _rdma_hardware(r: ParseResult) -> list[str]:
         signs.append("NET/IB found a sideband interface")
     if r.ib_devices:
         signs.append(f"NET/IB devices on {plural(len(r.ib_devices), 'host')}")
-    if any("efa" in p for p in r.ofi_providers):
-        signs.append("libfabric EFA provider")
+    if rdma_providers := sorted(p for p in r.ofi_providers if ofi.is_rdma(p)):
+        signs.append(f"libfabric RDMA provider {', '.join(rdma_providers)}")
     if r.verbs_seen:
         signs.append("IB verbs in use")
     rdma = sorted({net_family(name, r) for _, _, name, _, _ in inter_connections(r) if not is_socket(name)})
@@ -89,7 +90,7 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
     lines = [ev for _, ev in shown[:1]] + static_transport_lines(r, t)
     if t == Transport.SOCKET:
         out.append(_socket_finding(r, lines, comm, host))
-    elif t == Transport.OFI and r.ofi_providers and not any("efa" in p for p in r.ofi_providers):
+    elif t == Transport.OFI and ofi.over_tcp(r.ofi_providers):
         prov = ", ".join(r.ofi_providers)
         said = fact_lines(r, *(f"{Fact.OFI_}{p}" for p in r.ofi_providers))
         on = set().union(*(r.fact_hosts.get(f"{Fact.OFI_}{p}", set()) for p in r.ofi_providers))
@@ -107,7 +108,7 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
                 "(NCCL 2.22+ connects lazily, at the first collective)",
             **(where_of(ev, host=host) if ev else input_where(r, host)), evidence=quoted([ev] if ev else [])))
     elif t != Transport.NONE:
-        label = "EFA/libfabric (aws-ofi-nccl)" if t == Transport.OFI else t
+        label = ofi.label(r.ofi_providers) if t == Transport.OFI else t
         if inter.gdr is False and gdr_reads_off(r, t):
             out.append(_gdr_reads_off_finding(r, label, lines, comm, host))
         elif inter.gdr is False:
