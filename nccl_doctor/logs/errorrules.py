@@ -124,6 +124,11 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
          Fix("oom", "the GPU ran out of memory while NCCL set up its buffers: free memory before creating "
                     "communicators, or lower NCCL_BUFFSIZE / the number of channels (NCCL_MAX_NCHANNELS)",
              ("out of memory", "MemoryAllocation", "Cannot allocate memory")),
+         Fix("invalid", "a CUDA call was handed an argument CUDA refuses, most often a device this process "
+                        "cannot use: set each rank's device before NCCL starts (torch.cuda.set_device(LOCAL_RANK), "
+                        "or device_id= in init_process_group), keep LOCAL_RANK below the GPUs CUDA_VISIBLE_DEVICES "
+                        "leaves, and check that the CUDA runtime is not newer than the driver (`nvidia-smi`)",
+             ("invalid argument", "invalid device ordinal")),
          Fix(DEFAULT_FIX, "check the GPU with `nvidia-smi` and the driver/CUDA versions (`nvidia-smi -q`, "
                           "CUDA compat)"))),
     ErrorRule(

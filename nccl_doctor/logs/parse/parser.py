@@ -52,12 +52,14 @@ from nccl_doctor.logs.parse.reader import (
 from nccl_doctor.logs.parse.state import (
     MAX_MEMO,
     ParserState,
+    cuda_failure,
     error,
     judge_unrecovered,
     torch_exception,
     warn,
     watchdog,
 )
+from nccl_doctor.logs.parse.warnsigns import BARE_CUDA_WORDS
 
 # An NCCL INFO line shorter than this is read as complete; from this length on it may have been
 # hard-wrapped by a terminal and is held until the next physical line shows whether it goes on. Other
@@ -230,6 +232,8 @@ def physical(st: ParserState, line: str) -> None:
             flush_held(st)
         if "Rank" in line and line.startswith("#"):
             nccl_tests_header(st, line)
+        elif any(w in line for w in BARE_CUDA_WORDS) and cuda_failure(st, clean(line)):
+            st.result.nccl_lines += 1  # the job's own CUDA error, without NCCL's prefix: what killed it
 
 
 def flush_held(st: ParserState) -> None:
@@ -430,6 +434,8 @@ def unprefixed(st: ParserState, text: str) -> None:
         lm = LAUNCHER_RANK_RE.match(text) or PT_RANK_RE.search(text)
         if lm:
             r.named_ranks.add(int(next(g for g in lm.groups() if g is not None)))
+    elif any(w in text for w in BARE_CUDA_WORDS) and cuda_failure(st, text):
+        r.nccl_lines += 1  # e.g. a traceback line that names NCCL as well as CUDA's error
 
 
 def nccl_tests_header(st: ParserState, line: str) -> None:

@@ -41,6 +41,7 @@ from nccl_doctor.logs.parse.patterns import (
 )
 from nccl_doctor.logs.parse.reader import clean
 from nccl_doctor.logs.parse.warnsigns import (
+    BARE_CUDA_FAILURE_RE,
     TORCH_CUDA_ERROR_RE,
     async_fatal,
     catalog_fatal,
@@ -252,6 +253,20 @@ def torch_exception(st: ParserState, text: str) -> bool:
     lm = LAUNCHER_RANK_RE.match(text)
     rank = int(rm.group(1)) if rm else (int(next(g for g in lm.groups() if g)) if lm else None)
     error(st, Category.CUDA, text, None, kind=warn_kind(m.group(0)), shown=m.group(0), rank=rank)
+    return True
+
+
+def cuda_failure(st: ParserState, text: str) -> bool:
+    """A CUDA error on a line of its own, without NCCL's prefix or PyTorch's ProcessGroupNCCL around it:
+    nccl-tests' ``Cuda failure common.cu:892 'out of memory'``, or a traceback's ``RuntimeError: CUDA error:
+    an illegal memory access was encountered``. The job died of it, whatever else the log holds (often
+    nothing: no INFO line was ever printed): fatal. True if it was one."""
+    if torch_exception(st, text):
+        return True
+    m = BARE_CUDA_FAILURE_RE.search(text)
+    if m is None:
+        return False
+    error(st, Category.CUDA, text, None, kind=warn_kind(m.group(0)), shown=m.group(0))
     return True
 
 

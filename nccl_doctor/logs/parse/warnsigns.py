@@ -35,6 +35,11 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 # c10's CUDA_CHECK message as PyTorch's ProcessGroupNCCL watchdog rethrows it (c10/cuda/CUDAException.cpp)
 TORCH_CUDA_ERROR_RE = re.compile(r"\bCUDA error: [^\\\n]+?(?=\\n|\s*$|\. CUDA kernel errors)")
+# CUDA's error text where no NCCL prefix carries it: NCCL's own ``Cuda failure '%s'`` cut from its prefix,
+# nccl-tests' ``%s: Test CUDA failure %s:%d '%s'`` (src/common.h CUDACHECK; ``Cuda failure %s:%d '%s'`` in
+# old releases), printed by the program, not NCCL
+BARE_CUDA_FAILURE_RE = re.compile(r"\b(?:Cuda|CUDA) failure (?:[\w./-]+:\d+ )?'[^']+'")
+BARE_CUDA_WORDS = ("Cuda failure", "CUDA failure", "CUDA error: ")  # the cheap test before the regex
 _FINALIZE_WRONG_TYPE_RE = re.compile(r"socketFinalizeAccept: wrong type")
 _LAST_RETRY_RE = re.compile(r"connect to \S+ returned (.+?), retrying \((\d+)/(\d+)\)")
 _TEARDOWN_OP_RE = re.compile(

@@ -23,6 +23,7 @@ FIXTURES: dict[tuple[Category, str], str] = {
     (Category.CUDA, DEFAULT_FIX): "fixtures/nccl-logs/062-cuda-oom-in-p2p-setup-socket-closed.log",
     (Category.CUDA, "illegal"): "fixtures/logs/pytorch-watchdog-cuda-illegal-memory-access.log",
     (Category.CUDA, "oom"): "fixtures/nccl-logs/062-cuda-oom-in-p2p-setup-socket-closed.log",
+    (Category.CUDA, "invalid"): "fixtures/logs/nccl-tests-cuda-invalid-argument-no-info-lines.log",
     (Category.IB_COMPLETION, "12"): "fixtures/nccl-logs/057-ibext-completion-status-12-vendor-129.log",
     (Category.IB_COMPLETION, "4"): "fixtures/nccl-logs/058-ib-completion-error-4-service-thread-closed.log",
     (Category.NCCL_ERROR, DEFAULT_FIX): "fixtures/logs/catalog-fatal-warn-local-ranks-init-fails.log",
