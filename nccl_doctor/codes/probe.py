@@ -11,9 +11,9 @@ TEXTS: dict[str, CodeText] = {
         (
             "The interface NCCL will bootstrap on, the network that carries its inter-node data (IB ports, a "
             "plugin or TCP sockets) and Gloo's interface, as their own selection rules choose them with this "
-            "environment. A choice that a FAIL of the same report rules out is not named: Gloo 'cannot start' "
-            "when GLOO_SOCKET_IFNAME names a missing interface (ND216), and the line is left out when NCCL has "
-            "no interface at all (ND202, ND203, ND224)."
+            "environment. A choice that a FAIL of the same report rules out is not named, since a PASS never "
+            "carries a failure: Gloo is left out when GLOO_SOCKET_IFNAME names a missing interface (ND216), and "
+            "the line is left out when NCCL has no interface at all (ND202, ND203, ND224)."
         ),
         (
             "Nothing to fix; to change a choice, export the NCCL_SOCKET_IFNAME, NCCL_IB_HCA and "

@@ -299,15 +299,15 @@ def check_summary(node: NodeProbe) -> list[Finding]:
     says it, and the report summary repeats it."""
     if no_interface_code(node) or net_fails(node):
         return []
-    msg = f"{nccl_line(node)}; {gloo_line(node)}"
+    gloo = gloo_line(node)
+    msg = f"{nccl_line(node)}; {gloo}" if gloo else nccl_line(node)
     return [finding(Code.PROBE_SUMMARY, PASS, msg, host=node.host)]
 
 
-def gloo_line(node: NodeProbe) -> str:
-    """What Gloo will bind; never a name a FAIL says is not here (ND216): Gloo then cannot start."""
+def gloo_line(node: NodeProbe) -> str | None:
+    """What Gloo will bind; None when a FAIL says its interface is not here (ND216): a PASS line never
+    carries a failure, so the choice Gloo cannot make is left to that FAIL."""
     g = node.gloo
     if g.missing:
-        names = ", ".join(repr(n) for n in g.missing)
-        return (f"Gloo: cannot start (GLOO_SOCKET_IFNAME={show(node.settings.get('GLOO_SOCKET_IFNAME') or '')}: no "
-                f"interface {names} with an address here; see {Code.GLOO_IFNAME_INVALID})")
+        return None
     return f"Gloo: {', '.join(g.ifaces) or 'unknown'} ({g.rule})"
