@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.model import PairResult
-from nccl_doctor.bench.pairs import Localisation, far_round, first_round, next_round, predict_rounds
+from nccl_doctor.bench.pairs import Localisation, far_round, first_round, next_round, predict_rounds, slow_ratio
 
 
 def simulate(nnodes: int, bad: set[int], fast: float = 1.5, slow: float = 0.012, floor: float = 0.06) -> Localisation:
@@ -109,3 +110,13 @@ def test_a_bad_spine_uplink_shows_as_slow_links_never_as_a_bad_node():
     assert loc.rounds[1] == [(0, 4), (1, 5), (2, 6), (3, 7)]
     assert loc.slow_links() == [(0, 4), (1, 5), (2, 6), (3, 7)]
     assert loc.bad() == [] and loc.unresolved() == [] and len(loc.rounds) == 3  # the retest of the far links
+
+
+@pytest.mark.parametrize(("backend", "slow"), [(Backend.GLOO, []), (Backend.NCCL, [(0, 1)])])
+def test_a_link_at_15_percent_of_the_best_is_slow_under_nccl_only(backend, slow):
+    """Literal figures: 0<->1 moves 0.30 GB/s where 2<->3 moves 2.00 (15%, above a 0.05 GB/s floor). Gloo's
+    ratio is a tenth (its CPU-bound rounds differ 3-6x on a busy host): not slow. NCCL's is a quarter: slow."""
+    assert slow_ratio(backend) == {Backend.GLOO: 0.1, Backend.NCCL: 0.25}[backend]
+    loc = Localisation(nnodes=4, floor_gbps=0.05, slow_ratio=slow_ratio(backend))
+    measured(loc, {(0, 1): 0.30, (2, 3): 2.00})
+    assert loc.slow_links() == slow
