@@ -109,7 +109,7 @@ def _transport_findings(r: ParseResult, inter: InterNode) -> list[Finding]:
             **(where_of(ev, host=host) if ev else input_where(r, host)), evidence=quoted([ev] if ev else [])))
     elif t != Transport.NONE:
         label = ofi.label(r.ofi_providers) if t == Transport.OFI else t
-        if inter.gdr is False and gdr_reads_off(r, t):
+        if inter.gdr is not None and gdr_reads_off(r, t):  # GDR on receives, off on sends by NCCL's design
             out.append(_gdr_reads_off_finding(r, label, lines, comm, host))
         elif inter.gdr is False:
             out.append(_gdr_finding(r, t, label, lines, host))

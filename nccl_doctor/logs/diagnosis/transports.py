@@ -59,17 +59,22 @@ def net_family(name: str, result: ParseResult) -> str:
 
 def split_net(comm: Comm) -> tuple[Counter[str], Counter[bool], Counter[str]]:
     """(inter-node connections by net name, inter-node RDMA connections by GDR yes/no, intra-node NET
-    loopback by name). Socket connections never count for GDR: it does not apply to them."""
+    loopback by name). Socket connections never count for GDR: it does not apply to them.
+
+    GPUDirect RDMA shown in one direction counts: a send without ``/GDRDMA`` from a host whose receives
+    on that network show it is NCCL's own choice (GDR reads off for sends, ``gdr_reads_off``; NCCL 2.4-2.6
+    printed ``/GDRDMA`` on the receive side alone), so it counts as GDR, not as GDR missing."""
     inter: Counter[str] = Counter()
     gdr: Counter[bool] = Counter()
     loop: Counter[str] = Counter()
-    for (host, peer, name, has_gdr, _), n in comm.net.items():
+    receives_gdr = {(host, name) for host, _, name, has_gdr, side in comm.net if has_gdr and side == "receive"}
+    for (host, peer, name, has_gdr, side), n in comm.net.items():
         if not inter_peer(comm, host, peer):
             loop[name] += n
         else:
             inter[name] += n
             if not is_socket(name):
-                gdr[has_gdr] += n
+                gdr[has_gdr or (side == "send" and (host, name) in receives_gdr)] += n
     return inter, gdr, loop
 
 

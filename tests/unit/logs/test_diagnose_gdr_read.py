@@ -65,3 +65,25 @@ def test_gdr_reads_turned_off_by_the_user_are_said_as_such():
     assert "ND104" not in _codes(report)
     (ok,) = [f for f in report.findings if f.code == "ND101"]
     assert "NCCL_NET_GDR_READ=0" in ok.message
+
+
+def test_gdr_on_the_receive_side_alone_counts_in_the_summary_table_and_json():
+    """NCCL 2.4-2.6 rings (src/transport/net.cc: ``Ring %02d : %d -> %d [receive] via NET/%s/%d%s`` with
+    ``/GDRDMA`` when the receive uses it; the send side without it unless NCCL_NET_GDR_READ): the PASS said
+    "with GPUDirect RDMA on receives" while the summary, the table and the JSON said GDR no."""
+    lines = [
+        "nodeA:1001:1001 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
+        "NCCL version 2.4.8+cuda10.1",
+        "nodeB:2001:2001 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.2<0>",
+        "nodeA:1001:1030 [0] NCCL INFO Ring 00 : 1 -> 0 [receive] via NET/IB/0/GDRDMA",
+        "nodeA:1001:1030 [0] NCCL INFO Ring 00 : 0 -> 1 [send] via NET/IB/0",
+        "nodeB:2001:2030 [0] NCCL INFO Ring 00 : 0 -> 1 [receive] via NET/IB/0/GDRDMA",
+        "nodeB:2001:2030 [0] NCCL INFO Ring 00 : 1 -> 0 [send] via NET/IB/0",
+        "nodeA:1001:1030 [0] NCCL INFO comm 0x7f1c5c001f00 rank 0 nranks 2 cudaDev 0 nvmlDev 0 - Init COMPLETE",
+        "nodeB:2001:2030 [0] NCCL INFO comm 0x7f3a08001f00 rank 1 nranks 2 cudaDev 0 nvmlDev 0 - Init COMPLETE",
+    ]
+    report = diagnose(parse_lines(lines, name="ring.log"))
+    assert report.verdict.value == "pass" and "ND104" not in _codes(report)
+    assert report.data["inter_node"] == {**report.data["inter_node"], "transport": "IB", "gdr": True}
+    assert [c["inter_node"]["gdr"] for c in report.data["communicators"]] == [True]
+    assert "IB+GDRDMA" in report.summary
