@@ -82,7 +82,7 @@ class CommSummary(TypedDict):
 
 def show(report: Report, r: ParseResult, inter: InterNode, intra: list[str]) -> None:
     """Fill the report's table, summary line, notes and JSON data."""
-    comms = [comm_summary(c, r) for c in r.comms.values()]
+    comms = [comm_summary(c, r, job_on_one_node=inter.transport == Transport.NONE) for c in r.comms.values()]
     comms.sort(key=lambda c: (-(c["nranks"] or 0), c["id"]))
     ranks = all_ranks(r)
     if comms:
@@ -152,8 +152,10 @@ def report_data(r: ParseResult, inter: InterNode, intra: list[str], comms: list[
 
 
 
-def comm_summary(comm: Comm, r: ParseResult) -> CommSummary:
-    """One communicator as the report's ``communicators`` list shows it."""
+def comm_summary(comm: Comm, r: ParseResult, *, job_on_one_node: bool = False) -> CommSummary:
+    """One communicator as the report's ``communicators`` list shows it. Its inter-node ``none`` is the
+    job's answer's: what is complete places it on one node, or the whole job is (``inter_node``); an
+    incomplete one is ``unknown``, as the JSON's job-wide transport then is, never ``none`` beside it."""
     inter, gdr, loop = split_net(comm)
     fam: Counter[str] = Counter()
     for name, n in inter.items():
@@ -164,7 +166,7 @@ def comm_summary(comm: Comm, r: ParseResult) -> CommSummary:
         transport = Transport.MIXED  # RDMA hops on some nodes, Socket on others (the finding lists the hosts)
     elif fam:
         transport = fam.most_common(1)[0][0]
-    elif comm.nnodes == 1 or (comm.intra and len(comm.hosts) <= 1 and not comm.net) or comm_on_one_node(comm):
+    elif comm_on_one_node(comm) or (job_on_one_node and not comm.net and not comm.collnet):
         transport = Transport.NONE
     else:
         transport = Transport.UNKNOWN

@@ -148,3 +148,19 @@ def test_traces_before_a_finished_run_are_recovered_but_not_before_an_abort() ->
         last = f"n1:11:11 [0] NCCL INFO comm 0x55aa00 rank 0 nranks 2 cudaDev 0 busId 18000 - {end} COMPLETE"
         data = diagnose(parse_lines([*head, last])).data
         assert data["error_return_codes"] == codes, end
+
+
+ALL_LOGS = sorted((LOGS.parent / "nccl-logs").glob("*.log")) + sorted(p for p in LOGS.iterdir() if p.suffix == ".log")
+
+
+@pytest.mark.parametrize("path", ALL_LOGS, ids=lambda p: p.name[:40])
+def test_the_table_and_the_json_give_one_answer_about_single_node(path: Path) -> None:
+    """A communicator without a network hop reads ``none`` exactly when the job does: the table said ``none``
+    beside a JSON ``unknown`` and its ND106 WARN (a one-host excerpt of a multi-node job), and ``unknown``
+    beside a job-wide ``none`` (a single-node NVLS run)."""
+    report = diagnose(parse_paths([str(path)]))
+    job = report.data["inter_node"]["transport"]
+    for c in report.data["communicators"]:
+        if c["inter_node"]["transport"] in ("none", "unknown") and job in ("none", "unknown"):
+            complete = c["nnodes"] == 1 or (c["hosts_seen"] == 1 and c["ranks_seen"] >= (c["nranks"] or 0) > 0)
+            assert c["inter_node"]["transport"] == job or complete, (c["id"], c["inter_node"], job)
