@@ -118,7 +118,8 @@ def report_data(r: ParseResult, inter: InterNode, intra: list[str], comms: list[
                 ranks: set[int]) -> ParsePayload:
     """The report's JSON keys (beside the common ones: verdict, summary, findings)."""
     return ParsePayload(
-        inter_node={"transport": inter.transport, "gdr": inter.gdr, "evidence": inter.evidence},
+        inter_node={"transport": inter.transport, "gdr": inter.gdr, "evidence": inter.evidence,
+                    "network": inter.network},
         intra_node={"transports": intra},
         nccl_versions=sorted(r.versions),
         hosts=sorted(r.hosts),

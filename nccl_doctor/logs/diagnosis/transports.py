@@ -29,11 +29,19 @@ class Transport(StrEnum):
     UNKNOWN = "unknown"  # the log does not show it
 
 
+# Third-party net plugins by the fabric they drive (their NET/<name>, Using network <name>): Google's
+# FastSocket and GPUDirect-TCPX/TCPXO move bytes over TCP; gIB and vendors' "NCCL RDMA Plugin" over IB
+# verbs (IB or RoCE by the link layer their device lines show). Matched on the lower-cased name.
+TCP_PLUGIN_WORDS = ("socket", "tcpx")
+RDMA_PLUGIN_WORDS = ("gib", "rdma")
+
+
 @dataclass(frozen=True)
 class InterNode:
-    transport: str  # a Transport, or a plugin's own net name
+    transport: str  # a Transport, or a plugin's own net name when its fabric is not known
     gdr: bool | None
     evidence: str
+    network: str | None = None  # NCCL's own name for it (``IB``, ``Socket``, a plugin's: ``GIB``), if shown
 
 
 Located = tuple[Comm | None, Evidence]  # a kept line and the communicator it is about (None: none)
@@ -45,7 +53,7 @@ def net_family(name: str, result: ParseResult) -> str:
     if low.startswith("ib"):  # internal IB transport and the IBext plugins: IB or RoCE by link layer
         layers = set(result.link_layers)
         return Transport.ROCE if layers and layers <= {ROCE_LAYER} else Transport.IB
-    if "socket" in low:
+    if is_socket(name):
         return Transport.SOCKET
     if "libfabric" in low or "ofi" in low:
         return Transport.OFI
@@ -54,6 +62,9 @@ def net_family(name: str, result: ParseResult) -> str:
               if k.startswith(Fact.PLUGIN_LINK_) and k[len(Fact.PLUGIN_LINK_):].rsplit("/", 1)[0] == low}
     if layers:
         return Transport.ROCE if layers <= {ROCE_LAYER} else Transport.IB
+    if low.startswith(RDMA_PLUGIN_WORDS) or any(w in low.split() for w in RDMA_PLUGIN_WORDS):
+        known = set(result.link_layers)  # from NET/IB's device lines, when the log has them
+        return Transport.ROCE if known and known <= {ROCE_LAYER} else Transport.IB
     return name
 
 
@@ -93,8 +104,9 @@ def no_ib_hosts(r: ParseResult) -> set[str]:
 
 
 def is_socket(name: str) -> bool:
-    """A net name of NCCL's TCP transport (``Socket``, plugins named after it)."""
-    return "socket" in name.lower()
+    """A net name that carries bytes over TCP: NCCL's ``Socket``, FastSocket, GPUDirect-TCPX/TCPXO."""
+    low = name.lower()
+    return any(w in low for w in TCP_PLUGIN_WORDS)
 
 
 def gdr_from(gdr: Counter[bool]) -> bool | None:
@@ -165,19 +177,24 @@ def single_node(r: ParseResult, inter_conns: int) -> bool:
 def inter_node(r: ParseResult) -> InterNode:
     """The job-wide inter-node transport: the most used one in channel lines, else what other lines say."""
     fam: Counter[str] = Counter()
+    names: Counter[str] = Counter()
     gdr: Counter[bool] = Counter()
     for comm in r.comms.values():
         inter, g, _ = split_net(comm)
         for name, n in inter.items():
             fam[net_family(name, r)] += n
+        names.update(inter)
         gdr.update(g)
     if fam:
         transport = fam.most_common(1)[0][0]
-        return InterNode(transport, None if transport == Transport.SOCKET else gdr_from(gdr), "channel lines")
+        shown = next(n for n, _ in names.most_common() if net_family(n, r) == transport)
+        return InterNode(transport, None if transport == Transport.SOCKET else gdr_from(gdr), "channel lines",
+                         shown)
     if single_node(r, 0):
         return InterNode(Transport.NONE, None, "all communicators on one node")
-    if r.networks:
-        transport = net_family(r.networks.most_common(1)[0][0], r)
+    network = r.networks.most_common(1)[0][0] if r.networks else None
+    if network is not None:
+        transport = net_family(network, r)
         evidence = "Using network line"
     elif r.ofi_providers or OFI_PLUGIN in r.net_plugins:
         transport, evidence = Transport.OFI, "NET/OFI lines"
@@ -193,7 +210,7 @@ def inter_node(r: ParseResult) -> InterNode:
         transport, evidence = Transport.SOCKET, "NET/Socket lines"
     else:
         return InterNode(Transport.UNKNOWN, None, "no transport lines")
-    return InterNode(transport, None if transport == Transport.SOCKET else static_gdr(r), evidence)
+    return InterNode(transport, None if transport == Transport.SOCKET else static_gdr(r), evidence, network)
 
 
 def static_gdr(r: ParseResult) -> bool | None:

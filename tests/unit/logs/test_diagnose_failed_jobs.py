@@ -71,7 +71,7 @@ def test_a_line_cut_at_the_end_of_a_rank_file_shows_no_transport():
     """Per-rank NCCL_DEBUG_FILE logs of a killed job: a file ending mid-line ('…via NET/IB/0/GD',
     '…via P2P/CUMEM/re') must not read as IB without GDR or as a transport named 'P2P/CUMEM/re'."""
     report = diag("truncated-rank-files")
-    assert report.data["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines"}
+    assert report.data["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines", "network": "IB"}
     assert report.data["intra_node"]["transports"] == []
     assert "ND104" not in codes(report)
     assert report.data["ranks"]["ranges"] == "0-2"  # the cut lines still name their ranks

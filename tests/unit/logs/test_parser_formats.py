@@ -30,7 +30,7 @@ def codes(report) -> set[str]:
 
 def test_nccl_2_4_ring_lines_ib_without_gdr():
     result, report = run("nccl-2.4-ring-ib.log")
-    assert report.data["inter_node"] == {"transport": "IB", "gdr": False, "evidence": "channel lines"}
+    assert report.data["inter_node"] == {"transport": "IB", "gdr": False, "evidence": "channel lines", "network": "IB"}
     assert report.data["intra_node"]["transports"] == ["P2P/IPC"]
     assert report.data["nccl_versions"] == ["2.4.8"]
     assert report.data["hosts"] == ["alpha", "beta"]
@@ -57,7 +57,7 @@ def test_nccl_2_21_merged_roce_nics_pxn_and_comm_ids():
 def test_nccl_2_27_timestamps_plugin_and_new_completion_format():
     result, report = run("nccl-2.27-timestamps-plugin-warn.log")
     assert result.net_plugins["IBext_v8"] == 1
-    assert report.data["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines"}
+    assert report.data["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines", "network": "IBext_v8"}
     assert report.data["nccl_versions"] == ["2.27.3"]
     (comm,) = report.data["communicators"]
     assert comm["comm_id"] == "0xfeed" and comm["nranks"] == 16  # "[Rank 0] ncclCommInitRankConfig" prefix

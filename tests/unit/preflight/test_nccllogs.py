@@ -19,7 +19,7 @@ def test_nccl_log_step_reports_the_transport_nccl_used(tmp_path):
     shutil.copy(FIXTURES / "041-h20-ib-gdrdma-cumem-2node.log", tmp_path / "node01.1234.log")
     summary = nccl_log_summary(tmp_path, "nccl", host="node01").as_dict()
     assert summary["skipped"] is None and summary["files"] == 1
-    assert summary["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines"}
+    assert summary["inter_node"] == {"transport": "IB", "gdr": True, "evidence": "channel lines", "network": "IB"}
     assert "ND101" in {f["code"] for f in summary["findings"]}
     json.dumps(summary)  # crosses the rendezvous store as JSON
     table = nccl_log_table([nccl_log_summary(tmp_path, "nccl", host="node01")])
