@@ -177,7 +177,6 @@ def _gather_nvlinks(result: BenchResult, cuda: bool) -> tuple[list[NvLinkState],
     return out, (whys[0] if whys and not out else None)
 
 
-
 def _nvlink_entry(entry: Any) -> bool:
     """A peer's ``[gpu, up, links]`` as ``read_nvlinks`` makes it (a string and two counts); anything else from
     a peer is left out, never converted (``int("abc")`` would end the rank with a traceback)."""

@@ -245,7 +245,8 @@ def error(st: ParserState, category: Category, text: str, host: str | None, *, k
 def torch_exception(st: ParserState, text: str) -> bool:
     """A PyTorch line that carries a CUDA error NCCL's own lines may never show (c10's ``CUDA error: %s``
     in ``Process group watchdog thread terminated with exception: ...``, ProcessGroupNCCL.cpp): fatal.
-    Called for lines without an NCCL prefix that name ProcessGroupNCCL; True if it was one."""
+    Called for lines without an NCCL prefix that name ProcessGroupNCCL, and by ``cuda_failure`` for a
+    traceback's line; True if it was one."""
     m = TORCH_CUDA_ERROR_RE.search(text)
     if m is None:
         return False

@@ -26,7 +26,7 @@ def test_shared_stage_names_are_the_strings_in_stage_files_and_json(tmp_path):
 
 def test_a_failing_rank_waits_for_rank_0_to_record_its_code_then_leaves(tmp_path):
     """A failing rank's exit makes torchrun stop rank 0: it leaves only once rank 0 recorded its code (its
-    report printed), or at once when rank 0 is on another node (no file here), or at the limit."""
+    report printed), or at once when rank 0 is on another node (RANK - LOCAL_RANK is not 0), or at the limit."""
     env = {STAGE_DIR_ENV: str(tmp_path)}
     start = time.monotonic()
     StageFile(9, "n2", {**env, "LOCAL_RANK": "1"}).wait_for_rank0(5.0)  # rank 0 is on another node
