@@ -1,8 +1,8 @@
-"""``examples/preflight.sbatch`` on 16 namespace nodes under real Slurm (root): with n5 and n12 throttled,
-both FAIL and the 14 healthy nodes are not named by any finding above PASS, not even a warning: one run
-holds both a true alarm and 14 nodes' worth of no false alarm. The largest real run CI makes; a healthy
-run with nothing above PASS is the three-node tests' (``test_preflight_netns.py``, Slurm's in
-``test_preflight_slurm.py``), and node 0's protocol past 16 nodes is ``benchmarks/bench_scale.py``'s."""
+"""``examples/preflight.sbatch`` on 16 identical namespace nodes under real Slurm (root), twice on one
+cluster: healthy, the job ends PASS with no finding above PASS (no node 0 that "differs", no warning a
+healthy cluster would teach people to ignore); then with n5 and n12 throttled, both FAIL and the 14
+healthy nodes are not named by any finding above PASS, not even a warning. The largest real runs CI
+makes; node 0's protocol past 16 nodes is ``benchmarks/bench_scale.py``'s."""
 
 from __future__ import annotations
 
@@ -48,12 +48,21 @@ def named(doc: dict, severity: str) -> set[str]:
             for h in hostlist.expand_hostlist(f["where"]["host"])}
 
 
-def test_sixteen_nodes_fail_exactly_the_two_throttled_and_blame_nobody_else():
+def above_pass(doc: dict) -> list[str]:
+    """Each finding above PASS as ``CODE host``, for an assertion message that says who was blamed."""
+    return [f"{f['code']} {f['where'].get('host', '')}" for f in doc["findings"]
+            if f["severity"] != "pass"]
+
+
+def test_sixteen_identical_nodes_pass_then_fail_exactly_the_two_throttled():
     with slurm.SlurmCluster(NODES) as sc:
+        healthy_rc, healthy_out, healthy = run(sc)
         for i in THROTTLED:
             sc.throttle(sc.nodes[i], "100mbit")
         rc, out, doc = run(sc)
     leftovers = sc.leftovers()  # torn down: no namespace, daemon or process left
+    assert healthy["nnodes"] == NODES
+    assert (healthy_rc, healthy["verdict"], above_pass(healthy)) == (0, "pass", []), healthy_out
     assert doc["nnodes"] == NODES
     assert rc == 1 and doc["verdict"] == "fail", out
     assert named(doc, "fail") == {"n5", "n12"}, out
