@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from nccl_doctor import __version__
+from nccl_doctor.arguments import Parser
 from nccl_doctor.errors import DoctorError
 from nccl_doctor.files import check_output, location, stream_target, write_file
 from nccl_doctor.leave import leave
 from nccl_doctor.outcome import CommandModule, Listing, Outcome
-from nccl_doctor.outputs import FORMATS, OUTPUTS, Output, OutputFormat, OutputOptions, to_output
+from nccl_doctor.outputs import FORMATS, LISTING_FILES, OUTPUTS, Output, OutputFormat, OutputOptions, to_output
 from nccl_doctor.render import make_console, render_text
 from nccl_doctor.report import Report, exit_code
 from nccl_doctor.text import printable
@@ -41,16 +42,23 @@ COMMANDS = {
 }
 
 
-def _add_output_options(p: argparse.ArgumentParser) -> None:
+# Commands that answer with a listing, never findings: their help shows only the options that do something.
+# The others are still accepted, so that ``explain --prom-out`` is refused with why (``refuse_report_files``)
+# and a script giving ``--strict`` to every command keeps working.
+LISTING_COMMANDS = frozenset({"explain"})
+
+
+def _add_output_options(p: argparse.ArgumentParser, *, listing: bool) -> None:
     g = p.add_argument_group("output")
     g.add_argument("--format", choices=FORMATS, default="text", help="stdout format (default: text)")
     for out in OUTPUTS:
-        g.add_argument(out.flag, metavar="FILE", type=Path, help=out.help)
-    g.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+        shown = not listing or out.name in LISTING_FILES
+        g.add_argument(out.flag, metavar="FILE", type=Path, help=out.help if shown else argparse.SUPPRESS)
+    g.add_argument("--strict", action="store_true", help=argparse.SUPPRESS if listing else "exit 1 on warnings too")
 
 
-def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(argv: list[str]) -> Parser:
+    parser = Parser(
         prog="nccl-doctor",
         description="Find and explain multi-node NCCL/Gloo problems before and after a training job.",
         epilog="Exit codes: 0 pass or warn, 1 fail (or warn with --strict), 2 usage error, unreadable input or "
@@ -65,7 +73,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)  # the examples keep their lines
         if name == chosen:
             command_module(name).add_arguments(p)
-            _add_output_options(p)
+            _add_output_options(p, listing=name in LISTING_COMMANDS)
             if name in DRAINABLE:
                 _add_drain_option(p)
     return parser

@@ -74,6 +74,9 @@ def inputs(options: PlanOptions) -> tuple[Path, ...]:
 
 def run(options: PlanOptions) -> Outcome:
     params = Figure(value=parse_params(options.params), source="--params")
+    if missing := missing_flags(options):
+        raise InputError(f"{_and(missing)}: give {'them' if len(missing) > 1 else 'it'}, or --from a bench or "
+                         f"preflight JSON report (this cluster's own figures)")
     found = measured(options.from_file) if options.from_file is not None else None
     if found is not None and found.failed:
         return Outcome.of(broken_report(found.failed, {"params": params.as_dict()}))
@@ -81,6 +84,21 @@ def run(options: PlanOptions) -> Outcome:
     if why := broken_fabric(plan_inputs):
         return Outcome.of(broken_report(why, inputs_dict(plan_inputs)))
     return Outcome.of(plan_report(make_plan(plan_inputs), plan_inputs))
+
+
+def missing_flags(options: PlanOptions) -> list[str]:
+    """What a plan without ``--from`` still lacks, every flag at once: a newcomer's ``plan --params 70B``
+    learns it in one go, not in four runs of one error each. There is no default to fall back on: a made-up
+    bandwidth would be a plan for some other cluster. One node needs no inter-node figure."""
+    if options.from_file is not None:
+        return []  # what the file lacks is said figure by figure, with the file named
+    given = {"--nodes": options.nodes, "--gpus-per-node": options.gpus_per_node, "--intra-gbps": options.intra_gbps,
+             "--inter-gbps": options.inter_gbps if options.nodes != 1 else 0}
+    return [flag for flag, value in given.items() if value is None]
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _flag(value: float | None, flag: str, fallback: Figure | None) -> Figure | None:

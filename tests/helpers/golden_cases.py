@@ -12,4 +12,14 @@ PROBE_ENVS: dict[str, dict[str, str]] = {
             "NCCL_NCHANELS": "4"},
 }
 BAD_INPUTS = {"bad-parse": ["parse", "/nonexistent"], "bad-bench": ["bench", "--ops", ""],
-              "bad-preflight": ["preflight", "--nodes", "x"], "bad-plan": ["plan", "--params", "lots"]}
+              "bad-preflight": ["preflight", "--nodes", "x"], "bad-plan": ["plan", "--params", "lots"],
+              # argparse's own usage errors, one line each like the options' own (issue 22 point 15)
+              "bad-plan-zero-gbps": ["plan", "--params", "7B", "--intra-gbps", "0"],
+              "bad-plan-negative-params": ["plan", "--params", "-5B"],
+              "bad-plan-dtype": ["plan", "--params", "7B", "--param-dtype", "bf61"],
+              "bad-parse-option-typo": ["parse", "--formt", "json", "job.log"],
+              "bad-bench-not-an-integer": ["bench", "--iters", "x"],
+              "bad-bench-negative-size": ["bench", "--sizes", "-1M"],
+              "bad-command-typo": ["pars", "job.log"],
+              "bad-explain-prom-out": ["explain", "--prom-out", "x.prom"],
+              "bad-plan-no-figures": ["plan", "--params", "70B"]}

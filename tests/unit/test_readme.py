@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nccl_doctor.cli import build_parser
+from nccl_doctor.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -124,3 +124,23 @@ def test_every_readme_example_parses(args):
         build_parser(args).parse_args(args)
     except SystemExit as exc:  # argparse's way to say a usage error (or --help)
         pytest.fail(f"`nccl-doctor {shlex.join(args)}` is not accepted by the CLI (exit {exc.code})")
+
+
+def _table_commands() -> list[list[str]]:
+    """The commands of the README's command table, as argv (the first cell of each row)."""
+    rows = re.findall(r"^\| `nccl-doctor ([^`]+)` \|", _section(README.read_text(), "Commands"), re.M)
+    return [shlex.split(row) for row in rows]
+
+
+def test_the_command_table_lists_every_command():
+    assert [argv[0] for argv in _table_commands()] == list(COMMANDS)
+
+
+def test_the_tables_plan_command_runs_given_its_file(capsys):
+    """A newcomer's first `plan` is the table's: with its file (a real bench report here) it plans, where the
+    table's old `plan --params 70B` was a usage error (issue 22 point 15)."""
+    (argv,) = [a for a in _table_commands() if a[0] == "plan"]
+    fixture = str(ROOT / "fixtures" / "plan" / "bench-gloo-1node.json")
+    assert main([fixture if a.endswith(".json") else a for a in argv]) in (0, 1)
+    assert "error" not in capsys.readouterr().err
+

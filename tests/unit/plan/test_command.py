@@ -83,7 +83,7 @@ def test_a_flag_overrides_the_file(capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--params", "7B", "--nodes", "2", "--intra-gbps", "1"], "--gpus-per-node: give it"),
+    (["--params", "7B", "--nodes", "2", "--intra-gbps", "1"], "--gpus-per-node and --inter-gbps: give them"),
     (["--params", "seven", "--nodes", "1", "--gpus-per-node", "8"], "--params"),
     (["--params", "7B", "--from", str(FIXTURE), "--nodes", "4"], "--inter-gbps"),  # a 1-node bench has no fabric
     (["--params", "7B", "--nodes", "1", "--gpus-per-node", "8"], "--intra-gbps"),
@@ -92,6 +92,20 @@ def test_missing_or_bad_input_is_one_line_exit_2(capsys, argv, message):
     assert main(["plan", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("nccl-doctor plan: error:") and message in err and err.count("\n") == 1
+
+
+def test_the_readmes_plan_params_70b_names_every_missing_figure_at_once(capsys):
+    """Not four runs of one error each (--nodes, then --gpus-per-node, then ...): there is no default a plan
+    could honestly fall back on, so it says everything it needs and where it can come from."""
+    assert main(["plan", "--params", "70B"]) == 2
+    assert capsys.readouterr().err == (
+        "nccl-doctor plan: error: --nodes, --gpus-per-node, --intra-gbps and --inter-gbps: give them, or --from a "
+        "bench or preflight JSON report (this cluster's own figures)\n")
+
+
+def test_one_node_needs_no_inter_node_figure(capsys):
+    assert main(["plan", "--params", "7B", "--nodes", "1"]) == 2
+    assert "error: --gpus-per-node and --intra-gbps: give them," in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--headroom", "1.5"], ["--nodes", "0"], ["--inter-gbps", "nan"],
