@@ -14,6 +14,7 @@ from nccl_doctor.bench.cpus import judge_cpus
 from nccl_doctor.bench.figures import NodeFigures, node_figures, node_localisation
 from nccl_doctor.bench.gpupairs import judge_gpu_pairs
 from nccl_doctor.bench.groups import MISFIT_SKIP, mesh_misfit
+from nccl_doctor.bench.headline import headline
 from nccl_doctor.bench.model import BenchResult, PairResult
 from nccl_doctor.bench.pairs import floor_gbps, link_slow_rails, slow_rails, slow_ratio
 from nccl_doctor.bench.rails import rail_label
@@ -26,6 +27,7 @@ ABOVE_LINK = 1.10  # busbw above 110% of the line rate cannot be a per-link figu
 MIN_ITERS = 5
 BIG_ENOUGH = {Backend.NCCL: 256 * MIB, Backend.GLOO: 16 * MIB}  # below: latency-bound sizes
 PCT = 100
+SHORT_SWEEP = Severity.PASS  # ND306 of preflight's fixed short sweep: said, never a warning (``_judge_short_sweep``)
 MAX_EVIDENCE = 8  # slow links listed in one "every pair is slow" finding
 
 
@@ -46,9 +48,11 @@ def judge(result: BenchResult, *, slurm: SlurmInfo | None = None, short_sweep: b
 
 
 def _all_good(result: BenchResult) -> Finding:
-    best = max(result.results, key=lambda m: m.busbw_gbps)
-    msg = (f"{len(result.results)} measurements verified, 0 wrong elements; peak busbw {best.busbw_gbps:.3f} "
-           f"GB/s ({best.op} {best.group} {format_size(best.size_bytes)})")
+    head = headline(result.results)  # (judge adds this finding only with results)
+    best = head.measurement
+    largest = "" if head.latency_bound else ", the largest bandwidth-bound size"
+    msg = (f"{len(result.results)} measurements verified, 0 wrong elements; busbw {best.busbw_gbps:.3f} GB/s "
+           f"({best.op} {best.group}) {head.where}{largest}")
     if result.pairs:
         loc = node_localisation(result)
         msg += (f"; no slow node or link: {len(loc.links)} node pair(s) in {len(loc.rounds)} round(s), "
@@ -254,8 +258,8 @@ def _slow_node(row: NodeFigures, host: list[str], links: dict[tuple[int, int], f
 
 def _judge_trust(result: BenchResult, slurm: SlurmInfo | None, short_sweep: bool = False) -> list[Finding]:
     out: list[Finding] = []
-    if result.results and not short_sweep:
-        out += _judge_sweep(result)
+    if result.results:
+        out += _judge_short_sweep(result) if short_sweep else _judge_sweep(result)
     nominal = {n.index for n in result.nodes if n.nominal_link}
     for r in node_figures(result):
         fig, link = r.inter_node_busbw_gbps, r.link_gbps
@@ -270,16 +274,40 @@ def _judge_trust(result: BenchResult, slurm: SlurmInfo | None, short_sweep: bool
     return out
 
 
+def big_enough(result: BenchResult) -> int | None:
+    """The size a sweep must reach on this backend when none of its sizes does (``BIG_ENOUGH``), else None."""
+    need = BIG_ENOUGH.get(result.backend, BIG_ENOUGH[Backend.NCCL])
+    # a size is rounded down to split into whole elements per rank: 16 MiB over 3 ranks is 12 bytes short
+    return need if all(m.size_bytes < round_size(need, m.group_size) for m in result.results) else None
+
+
+def _too_small(result: BenchResult, need: int) -> str:
+    biggest = max(m.size_bytes for m in result.results)
+    return (f"largest size {format_size(biggest)} is below {format_size(need)}: small messages are latency-bound, "
+            "so these figures understate the bandwidth")
+
+
+def _judge_short_sweep(result: BenchResult) -> list[Finding]:
+    """ND306 for preflight's short sweep, which says what bench says of the same sizes, at ``SHORT_SWEEP``.
+
+    Its sizes are fixed (no --sizes to fix it with) and small only on CPU, where Gloo's figures are never
+    judged against a line rate; a WARN there would stand on every healthy CPU run and teach people to ignore
+    warnings (a healthy preflight ends with nothing above PASS). Its iterations are enough (``MIN_ITERS``)."""
+    need = big_enough(result)
+    if need is None:
+        return []
+    return [finding(Code.SIZES_TOO_SMALL, SHORT_SWEEP,
+                    f"{_too_small(result, need)} (preflight's sweep is short on purpose: it checks that every "
+                    "collective runs and finds slow nodes by comparing them, it does not measure the bandwidth)",
+                    f"for the bandwidth, run `nccl-doctor bench --sizes 1M:{need * 4 // MIB}M:4` on these nodes")]
+
+
 def _judge_sweep(result: BenchResult) -> list[Finding]:
     """ND306/ND307: sizes too small or too few iterations for the figures to mean much."""
     out = []
-    biggest = max(m.size_bytes for m in result.results)
-    need = BIG_ENOUGH.get(result.backend, BIG_ENOUGH[Backend.NCCL])
-    # a size is rounded down to split into whole elements per rank: 16 MiB over 3 ranks is 12 bytes short
-    if all(m.size_bytes < round_size(need, m.group_size) for m in result.results):
-        out.append(finding(Code.SIZES_TOO_SMALL, Severity.WARN,
-                           f"largest size {format_size(biggest)} is below {format_size(need)}: small messages are "
-                           "latency-bound, so these figures understate the bandwidth",
+    need = big_enough(result)
+    if need is not None:
+        out.append(finding(Code.SIZES_TOO_SMALL, Severity.WARN, _too_small(result, need),
                            f"rerun with --sizes up to at least {format_size(need)}"))
     few = min(m.iters for m in result.results)
     if few < MIN_ITERS:

@@ -14,6 +14,7 @@ from nccl_doctor.bench.backend import Backend
 from nccl_doctor.bench.busbw import Op, format_size, latency_bound
 from nccl_doctor.bench.figures import GBPS_DIGITS, NodeFigures, node_figures, node_localisation, op_expected, pct
 from nccl_doctor.bench.gpupairs import pair_severity
+from nccl_doctor.bench.headline import headline
 from nccl_doctor.bench.model import (
     DEFAULT_TIMEOUT_S,
     BenchFailure,
@@ -85,14 +86,26 @@ def build_report(result: BenchResult, findings: Iterable[Finding], *, notes: Ite
 
 
 def _summary(result: BenchResult) -> str:
-    peak: dict[tuple[str, str], float] = {}
-    for m in result.results:
-        peak[(m.op, m.group)] = max(peak.get((m.op, m.group), 0.0), m.busbw_gbps)
-    summary = ("; ".join(f"{op} {g} {v:.3f} GB/s" for (op, g), v in peak.items()) + " peak busbw" if peak
-               else "nothing measured" + (f": {'; '.join(result.skipped)}" if result.skipped else ""))
-    if result.pairs and not peak:
+    summary = _headlines(result) or "nothing measured" + (f": {'; '.join(result.skipped)}" if result.skipped else "")
+    if result.pairs and not result.results:
         summary = f"node pairs only: {len(result.pairs)} pair(s) measured; " + summary
     return summary
+
+
+def _headlines(result: BenchResult) -> str:
+    """Each (op, group)'s busbw at its largest bandwidth-bound size (``headline``), where they were measured
+    said once when it is the same for all: ``all_gather world 0.979 GB/s; ... busbw at 64 MiB``; else each
+    item's own: ``busbw: all_gather world 0.979 GB/s at 64 MiB; ...``."""
+    by_table: dict[tuple[str, str], list[Measurement]] = {}
+    for m in result.results:
+        by_table.setdefault((m.op, m.group), []).append(m)
+    heads = [headline(ms) for ms in by_table.values()]
+    if not heads:
+        return ""
+    same = len({h.where for h in heads}) == 1
+    items = "; ".join(f"{h.measurement.op} {h.measurement.group} {h.measurement.busbw_gbps:.3f} GB/s"
+                      + ("" if same else f" {h.where}") for h in heads)
+    return f"{items} busbw {heads[0].where}" if same else f"busbw: {items}"
 
 
 def _result_tables(result: BenchResult) -> list[Table]:
