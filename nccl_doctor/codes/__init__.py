@@ -130,6 +130,7 @@ class Code(StrEnum):
     FABRIC_TOO_SLOW_FOR_A_MESH = "ND501"
     NOTHING_FITS = "ND502"
     COMM_EXCEEDS_COMPUTE = "ND503"
+    CPU_FIGURES = "ND504"
 
 
 CODES: dict[str, Code] = {c.value: c for c in Code}

@@ -55,4 +55,17 @@ TEXTS: dict[str, CodeText] = {
             "to a faster fabric."
         ),
     ),
+    "ND504": CodeText(
+        "cpu-figures",
+        "The plan's figures were measured on CPU (Gloo), not on GPUs.",
+        (
+            "A bench or preflight that ran Gloo on CPU measured TCP between processes, not NCCL between GPUs: the "
+            "communication times are that run's, and with no GPU measured there is no GPU memory to size, so the "
+            "plan says of no mesh that it fits (unless --gpu-mem-gb gives the memory)."
+        ),
+        (
+            "Plan from a bench or preflight JSON of the GPU nodes, or give --intra-gbps, --inter-gbps and "
+            "--gpu-mem-gb for the GPUs you will train on."
+        ),
+    ),
 }

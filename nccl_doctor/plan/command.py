@@ -137,8 +137,16 @@ def build_inputs(options: PlanOptions, params: Figure, found: Measured | None) -
     return PlanInputs(
         params=params, nodes=nodes, gpus_per_node=gpus, param_dtype=options.param_dtype,
         reduce_dtype=options.reduce_dtype,
-        gpu_mem_gb=_or_default(options.gpu_mem_gb, "--gpu-mem-gb", DEFAULT_GPU_MEM_GB),
+        gpu_mem_gb=_gpu_memory(options, found),
         headroom=_or_default(options.headroom, "--headroom", DEFAULT_HEADROOM),
         step_compute_s=_flag(options.step_compute_s, "--step-compute-s", None),
-        bandwidths=_bandwidths(options, found),
+        bandwidths=_bandwidths(options, found), cpu_run=found.cpu_run if found else None,
     )
+
+
+def _gpu_memory(options: PlanOptions, found: Measured | None) -> Figure | None:
+    """``--gpu-mem-gb``, else the default GPU's -- but never for a CPU run's figures: no GPU was there, and an
+    80 GB default would claim that a model fits GPUs nobody measured (None: not sized)."""
+    if options.gpu_mem_gb is None and found is not None and found.cpu_run:
+        return None
+    return _or_default(options.gpu_mem_gb, "--gpu-mem-gb", DEFAULT_GPU_MEM_GB)

@@ -71,22 +71,27 @@ def candidate(inputs: PlanInputs, shard_size: int) -> Candidate:
     state = state_gb(inputs.params.value, shard_size)
     comm = comm_seconds(inputs, shard_size)
     compute = inputs.step_compute_s
+    mem = inputs.gpu_mem_gb
     return Candidate(shard_size=shard_size, replicas=inputs.world // shard_size, state_gb_per_gpu=state,
-                     fits=state <= inputs.headroom.value * inputs.gpu_mem_gb.value, comm_s=comm,
+                     fits=None if mem is None else state <= inputs.headroom.value * mem.value, comm_s=comm,
                      compute_share=comm / compute.value if compute else None)
 
 
 def recommend(candidates: tuple[Candidate, ...]) -> Candidate | None:
-    """Among those that fit, the fastest; among those within 5% of it, the smallest shard."""
-    fitting = [c for c in candidates if c.fits]
+    """Among those that fit (or all, memory not sized), the fastest; among those within 5% of it, the smallest
+    shard."""
+    fitting = [c for c in candidates if c.fits is not False]
     if not fitting:
         return None
     fastest = min(c.comm_s for c in fitting)
     return min((c for c in fitting if c.comm_s <= fastest * (1 + TIE)), key=lambda c: c.shard_size)
 
 
-def gpus_needed(inputs: PlanInputs) -> int:
-    """The fewest GPUs (whole nodes) whose full shard holds the model states within the headroom."""
+def gpus_needed(inputs: PlanInputs) -> int | None:
+    """The fewest GPUs (whole nodes) whose full shard holds the model states within the headroom (None: GPU
+    memory not sized)."""
+    if inputs.gpu_mem_gb is None:
+        return None
     budget = inputs.headroom.value * inputs.gpu_mem_gb.value * GB
     gpus = math.ceil(STATE_BYTES_PER_PARAM * inputs.params.value / budget)
     return math.ceil(gpus / inputs.gpus) * inputs.gpus
@@ -100,13 +105,17 @@ def make_plan(inputs: PlanInputs) -> Plan:
 
 def broken_fabric(inputs: PlanInputs) -> str | None:
     """Why the network must be fixed before any mesh is worth choosing, or None: the run that measured the
-    figures failed, or (more than one node) the inter-node figure is below ``BROKEN_INTER_GBPS``."""
+    figures failed, or (more than one node) the inter-node figure is below ``BROKEN_INTER_GBPS``. That floor is
+    a GPU fabric's: Gloo between CPU processes reads far below it on a healthy network, so a CPU run's own
+    figure (``cpu_run``, not a flag) is never called broken."""
     if inputs.failed:
         return inputs.failed
     if int(inputs.nodes.value) < 2:
         return None
     bw = inputs.bandwidths
     inter = bw.inter_all_reduce or bw.world_all_gather or bw.world_reduce_scatter
+    if inter is not None and inputs.cpu_run and not inter.source.startswith("--"):
+        return None
     if inter is not None and inter.value < BROKEN_INTER_GBPS:
         return (f"the inter-node bandwidth is {inter.value:g} GB/s ({inter.source}), below "
                 f"{BROKEN_INTER_GBPS:g} GB/s: a fabric between GPU nodes that slow is broken, not slow")

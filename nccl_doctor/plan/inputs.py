@@ -118,6 +118,7 @@ def from_bench(section: Mapping[str, Any] | None, *, failed: str | None, origin:
     if section is None:
         raise InputError(f"--from {origin}: no bench results in it (a `bench` or `preflight` --format json report)")
     nodes, per_node = _count(section, "nnodes"), _count(section, "local_world_size")
+    cpu_run = cpu_figures(section, origin)
     results = section["results"]
     single = nodes == 1
     intra = "world" if single else "intra"  # on one node the world is the node
@@ -131,4 +132,13 @@ def from_bench(section: Mapping[str, Any] | None, *, failed: str | None, origin:
     )
     return Measured(nodes=Figure(value=nodes, source=f"{origin}: nnodes") if nodes else None,
                     gpus_per_node=Figure(value=per_node, source=f"{origin}: local_world_size") if per_node else None,
-                    bandwidths=bw, failed=failed)
+                    bandwidths=bw, failed=failed, cpu_run=cpu_run)
+
+
+def cpu_figures(section: Mapping[str, Any], origin: str) -> str | None:
+    """What says the figures were measured on CPU (bench's ``device``, Gloo's ``backend``), or None. Such
+    figures are Gloo's over TCP between processes, not NCCL's between GPUs, and say nothing of GPU memory."""
+    device, backend = section.get("device"), section.get("backend")
+    if device != "cpu":
+        return None
+    return f"{origin} holds {backend if isinstance(backend, str) else 'CPU'} figures measured on CPU, not on GPUs"

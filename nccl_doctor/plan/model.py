@@ -38,6 +38,7 @@ class Measured:
     gpus_per_node: Figure | None
     bandwidths: Bandwidths
     failed: str | None  # why the run that measured them failed (its verdict), None when it did not
+    cpu_run: str | None = None  # the run measured CPUs (Gloo), not GPUs: what says so; None for a GPU run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,11 +50,12 @@ class PlanInputs:
     gpus_per_node: Figure
     param_dtype: str
     reduce_dtype: str
-    gpu_mem_gb: Figure
+    gpu_mem_gb: Figure | None  # None: not sized (a CPU run's figures and no --gpu-mem-gb: no GPU to size)
     headroom: Figure
     step_compute_s: Figure | None
     bandwidths: Bandwidths
     failed: str | None = None
+    cpu_run: str | None = None  # the figures are a CPU run's (``Measured.cpu_run``)
 
     @property
     def world(self) -> int:
@@ -71,7 +73,7 @@ class Candidate:
     shard_size: int
     replicas: int
     state_gb_per_gpu: float
-    fits: bool
+    fits: bool | None  # None: GPU memory not sized (``PlanInputs.gpu_mem_gb``), so never claimed to fit
     comm_s: float
     compute_share: float | None = None  # comm_s / --step-compute-s
 

@@ -13,6 +13,7 @@ from nccl_doctor.plan.view import count_text, mesh_text, seconds
 
 DEFAULT_GPU_MEM_GB = 80.0
 DEFAULT_HEADROOM = 0.6
+CPU_HEAD = "Gloo/CPU figures, GPU memory not sized"  # a CPU run's head: no GPU memory claimed
 
 
 def plan_line(params: float, bench: Mapping[str, Any] | None, *, failed: str | None, origin: str) -> str:
@@ -22,15 +23,18 @@ def plan_line(params: float, bench: Mapping[str, Any] | None, *, failed: str | N
     head = f"plan ({count_text(params)} parameters, {DEFAULT_GPU_MEM_GB:g} GB GPUs, headroom {DEFAULT_HEADROOM:g})"
     try:
         found = from_bench(bench, failed=failed, origin=origin)
+        if found.cpu_run:  # no GPU to size: never an 80 GB GPU nobody measured
+            head = f"plan ({count_text(params)} parameters, {CPU_HEAD})"
         if found.failed:
             return f"{head}: fix the network first ({found.failed})"
         if found.nodes is None or found.gpus_per_node is None:
             return f"{head}: this run did not say its nodes and GPUs per node"
+        memory = None if found.cpu_run else Figure(value=DEFAULT_GPU_MEM_GB, source="default")
         inputs = PlanInputs(params=Figure(value=params, source="--plan-params"), nodes=found.nodes,
                             gpus_per_node=found.gpus_per_node, param_dtype="bf16", reduce_dtype="fp32",
-                            gpu_mem_gb=Figure(value=DEFAULT_GPU_MEM_GB, source="default"),
+                            gpu_mem_gb=memory,
                             headroom=Figure(value=DEFAULT_HEADROOM, source="default"), step_compute_s=None,
-                            bandwidths=found.bandwidths)
+                            bandwidths=found.bandwidths, cpu_run=found.cpu_run)
         if why := broken_fabric(inputs):
             return f"{head}: fix the network first ({why})"
         plan = make_plan(inputs)

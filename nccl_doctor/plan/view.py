@@ -13,6 +13,7 @@ from nccl_doctor.plan.model import TORCH_DTYPES, Candidate, Plan, PlanInputs
 from nccl_doctor.report import Finding, Report, Severity, Table, finding
 
 MARK = " *"  # the recommended row
+NOT_SIZED = "not sized"  # the fits cell when GPU memory is unknown (a CPU run's figures, no --gpu-mem-gb)
 
 
 def kind(c: Candidate) -> str:
@@ -49,7 +50,7 @@ def inputs_dict(inputs: PlanInputs) -> dict[str, Any]:
                          "gpus_per_node": inputs.gpus_per_node.as_dict(),
                          "param_dtype": {"value": inputs.param_dtype, "source": "--param-dtype"},
                          "reduce_dtype": {"value": inputs.reduce_dtype, "source": "--reduce-dtype"},
-                         "gpu_mem_gb": inputs.gpu_mem_gb.as_dict(), "headroom": inputs.headroom.as_dict()}
+                         "gpu_mem_gb": _memory_dict(inputs), "headroom": inputs.headroom.as_dict()}
     if inputs.step_compute_s is not None:
         d["step_compute_s"] = inputs.step_compute_s.as_dict()
     for name, figure in vars(inputs.bandwidths).items():
@@ -58,31 +59,50 @@ def inputs_dict(inputs: PlanInputs) -> dict[str, Any]:
     return d
 
 
+def _memory_dict(inputs: PlanInputs) -> dict[str, Any]:
+    if inputs.gpu_mem_gb is not None:
+        return inputs.gpu_mem_gb.as_dict()
+    return {"value": None, "source": f"{NOT_SIZED}: {inputs.cpu_run}"}
+
+
+def fits_text(c: Candidate) -> str:
+    return NOT_SIZED if c.fits is None else "yes" if c.fits else "no"
+
+
+def _fits_caption(inputs: PlanInputs) -> str:
+    if inputs.gpu_mem_gb is None:
+        return f"fits: {NOT_SIZED} (give --gpu-mem-gb)"
+    return f"fits: 16 P / S bytes <= {inputs.headroom.value * inputs.gpu_mem_gb.value:.1f} GB"
+
+
 def table(plan: Plan, inputs: PlanInputs) -> Table:
     compute = inputs.step_compute_s is not None
     columns = ("mesh (R, S)", "model states / GPU", "fits", "comm / step") + (("share of compute",) if compute else ())
     rows = []
     for c in plan.candidates:
         row = (mesh_text(c) + (MARK if c is plan.recommended else ""), f"{c.state_gb_per_gpu:.1f} GB",
-               "yes" if c.fits else "no", seconds(c.comm_s))
+               fits_text(c), seconds(c.comm_s))
         rows.append(row + ((f"{c.compute_share:.0%}",) if c.compute_share is not None else ()))
-    limit = inputs.headroom.value * inputs.gpu_mem_gb.value
     return Table(title=f"Meshes for {count_text(inputs.params.value)} parameters on {inputs.nodes.value:g} x "
                        f"{inputs.gpus} GPUs", columns=columns, rows=tuple(rows),
-                 caption=f"fits: 16 P / S bytes <= {limit:.1f} GB" + ("; * recommended" if plan.recommended else ""))
+                 caption=_fits_caption(inputs) + ("; * recommended" if plan.recommended else ""))
 
 
 def reason(plan: Plan, best: Candidate) -> str:
-    """Why this mesh, in one sentence."""
-    fitting = [c for c in plan.candidates if c.fits]
+    """Why this mesh, in one sentence (memory not sized: no claim that it fits)."""
+    fitting = [c for c in plan.candidates if c.fits is not False]
+    sized = best.fits is not None
     fastest = min(fitting, key=lambda c: c.comm_s)
     if len(fitting) == 1:
-        return f"it is the only mesh whose model states fit ({best.state_gb_per_gpu:.1f} GB per GPU)"
+        return (f"it is the only mesh whose model states fit ({best.state_gb_per_gpu:.1f} GB per GPU)" if sized
+                else f"it is the only mesh ({best.state_gb_per_gpu:.1f} GB of model states per GPU, GPU memory "
+                     f"{NOT_SIZED})")
     tied = [c for c in fitting if c is not best and c.comm_s <= fastest.comm_s * (1 + TIE)]
     if fastest is not best:
-        return (f"it is within {TIE:.0%} of the fastest mesh that fits ({mesh_text(fastest)}, "
+        return (f"it is within {TIE:.0%} of the fastest mesh{' that fits' if sized else ''} ({mesh_text(fastest)}, "
                 f"{seconds(fastest.comm_s)}) and shards over fewer GPUs")
-    least = f"it communicates least per step of the {len(fitting)} meshes that fit"
+    least = (f"it communicates least per step of the {len(fitting)} meshes "
+             + ("that fit" if sized else f"(GPU memory {NOT_SIZED})"))
     if tied:
         return f"{least}, and shards over fewer GPUs than the {len(tied)} within {TIE:.0%} of it"
     others = min((c for c in fitting if c is not best), key=lambda c: c.comm_s)
@@ -106,22 +126,36 @@ def snippet(best: Candidate, inputs: PlanInputs) -> str:
 
 def _findings(plan: Plan, inputs: PlanInputs) -> list[Finding]:
     best = plan.recommended
-    if best is None:
+    if best is None:  # (only with GPU memory sized: unsized, every mesh is a candidate)
         full = plan.candidates[-1]
+        memory = f"{inputs.gpu_mem_gb.value:g} GB" if inputs.gpu_mem_gb else NOT_SIZED
         return [finding(Code.NOTHING_FITS, Severity.FAIL,
                         f"nothing fits: {full.state_gb_per_gpu:.1f} GB of model states per GPU even fully sharded over "
-                        f"{full.shard_size} GPUs, above {inputs.headroom.value:g} x {inputs.gpu_mem_gb.value:g} GB; "
+                        f"{full.shard_size} GPUs, above {inputs.headroom.value:g} x {memory}; "
                         f"it would take {plan.gpus_needed} GPUs ({(plan.gpus_needed or 0) // inputs.gpus} nodes of "
                         f"{inputs.gpus})")]
     found = [finding(Code.PLAN_RECOMMENDATION, Severity.PASS,
                      f"use {mesh_text(best)}: {seconds(best.comm_s)} of communication per step, because "
                      f"{reason(plan, best)}")]
+    if inputs.cpu_run:
+        found.append(cpu_finding(inputs))
     compute = inputs.step_compute_s
     if compute is not None and best.comm_s > compute.value:
         found.append(finding(Code.COMM_EXCEEDS_COMPUTE, Severity.WARN,
                              f"{mesh_text(best)} communicates {seconds(best.comm_s)} per step, "
                              f"{best.comm_s / compute.value:.1f} x the step's compute ({seconds(compute.value)})"))
     return found
+
+
+def cpu_finding(inputs: PlanInputs) -> Finding:
+    """ND504: the figures are a CPU run's: what the communication times are, and what was not sized."""
+    memory = ("GPU memory is not sized: no GPU was measured, so no mesh is said to fit" if inputs.gpu_mem_gb is None
+              else f"GPU memory is sized from {inputs.gpu_mem_gb.source} alone")
+    return finding(Code.CPU_FIGURES, Severity.WARN,
+                   f"{inputs.cpu_run}: the communication times are Gloo's between CPU processes, not what NCCL "
+                   f"between GPUs would take; {memory}",
+                   "plan from a bench or preflight JSON of the GPU nodes, or give --intra-gbps, --inter-gbps and "
+                   "--gpu-mem-gb for them")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +187,8 @@ def plan_report(plan: Plan, inputs: PlanInputs) -> Report:
     if best is None:
         report.summary = f"nothing fits; it would take {plan.gpus_needed} GPUs"
     else:
-        report.summary = f"{mesh_text(best)}, {seconds(best.comm_s)} of communication per step"
+        report.summary = f"{mesh_text(best)}, {seconds(best.comm_s)} of communication per step" + (
+            " (Gloo/CPU figures)" if inputs.cpu_run else "")
         report.notes.append("To use it (FSDP2):\n" + snippet(best, inputs))
     return report
 

@@ -27,13 +27,15 @@ def test_preflight_says_the_mesh_plan_would_recommend(tmp_path, capsys):
                           env=_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = json.loads(js.read_text())["plan"]
-    assert line.startswith("plan (350M parameters, 80 GB GPUs, headroom 0.6): use (1, 2) FSDP, ")
+    # Gloo on CPU: no GPU memory is claimed (issue 22 point 14)
+    assert line.startswith("plan (350M parameters, Gloo/CPU figures, GPU memory not sized): use (1, 2) FSDP, ")
     assert line in proc.stdout
 
     assert main(["plan", "--params", "350M", "--from", str(js), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["recommended"]["mesh"] == [1, 2]
-    assert f"use {doc['summary']}" in line  # the same mesh and figure both ways
+    assert f"use {doc['summary'].removesuffix(' (Gloo/CPU figures)')}" in line  # the same mesh and figure both ways
+    assert [f["code"] for f in doc["findings"]] == ["ND504", "ND500"]
     assert doc["inputs"]["intra_all_gather_gbps"]["source"].startswith(str(js))
 
 

@@ -56,7 +56,7 @@ PINNED = {
     "ND408": "rank-count-mismatch", "ND410": "fsdp-smoke", "ND411": "store-value-rejected",
     "ND412": "store-unauthenticated", "ND413": "open-files-limit",
     "ND500": "plan-recommendation", "ND501": "fabric-too-slow-for-a-mesh", "ND502": "nothing-fits",
-    "ND503": "comm-exceeds-compute",
+    "ND503": "comm-exceeds-compute", "ND504": "cpu-figures",
 }
 
 

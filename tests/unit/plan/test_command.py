@@ -77,6 +77,37 @@ def test_from_a_real_bench_json(capsys):
     assert "1048576 bytes" in doc["inputs"]["intra_all_gather_gbps"]["source"]
 
 
+def test_a_cpu_runs_figures_size_no_gpu_memory(capsys):
+    """The fixture is Gloo on CPU: the plan keeps its mesh and times, says they are CPU figures (ND504, WARN),
+    and never says a mesh fits GPUs nobody measured -- not even for 70B (issue 22 point 14)."""
+    doc = _json(capsys, ["--params", "350M", "--from", str(FIXTURE)])
+    assert doc["verdict"] == "warn" and [f["code"] for f in doc["findings"]] == ["ND504", "ND500"]
+    assert "gloo figures measured on CPU, not on GPUs" in doc["findings"][0]["message"]
+    assert "GPU memory is not sized" in doc["findings"][0]["message"]
+    assert [c["fits"] for c in doc["candidates"]] == [None]
+    assert doc["inputs"]["gpu_mem_gb"]["value"] is None and "not sized" in doc["inputs"]["gpu_mem_gb"]["source"]
+    assert doc["recommended"]["mesh"] == [1, 2] and doc["summary"].endswith("(Gloo/CPU figures)")
+    big = _json(capsys, ["--params", "70B", "--from", str(FIXTURE)])
+    assert "ND502" not in [f["code"] for f in big["findings"]] and "gpus_needed" not in big
+    assert main(["plan", "--params", "350M", "--from", str(FIXTURE)]) == 0
+    out = capsys.readouterr().out
+    assert "not sized" in out and "fits: not sized (give --gpu-mem-gb)" in out and "because it is the only mesh (" in out
+
+
+def test_a_cpu_run_with_gpu_memory_given_sizes_from_the_flag_alone(capsys):
+    doc = _json(capsys, ["--params", "350M", "--from", str(FIXTURE), "--gpu-mem-gb", "80"])
+    assert [c["fits"] for c in doc["candidates"]] == [True]
+    assert "GPU memory is sized from --gpu-mem-gb alone" in doc["findings"][0]["message"]
+
+
+def test_a_gpu_runs_figures_are_sized_with_the_default(capsys, tmp_path):
+    gpu = tmp_path / "bench.json"
+    gpu.write_text(json.dumps({**json.loads(FIXTURE.read_text()), "device": "cuda", "backend": "nccl"}))
+    doc = _json(capsys, ["--params", "350M", "--from", str(gpu)])
+    assert [f["code"] for f in doc["findings"]] == ["ND500"] and [c["fits"] for c in doc["candidates"]] == [True]
+    assert doc["inputs"]["gpu_mem_gb"] == {"value": 80.0, "source": "default"}
+
+
 def test_a_flag_overrides_the_file(capsys):
     doc = _json(capsys, ["--params", "350M", "--from", str(FIXTURE), "--intra-gbps", "100"])
     assert doc["inputs"]["intra_all_gather_gbps"] == {"value": 100.0, "source": "--intra-gbps"}

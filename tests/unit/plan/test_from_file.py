@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from nccl_doctor.cli import main
 from nccl_doctor.errors import InputError
 from nccl_doctor.plan.inputs import MAX_FILE_BYTES, measured
 
@@ -77,3 +78,25 @@ def test_a_file_past_the_limit_is_refused_unread(tmp_path):
 def test_a_missing_file_is_one_line(tmp_path):
     with pytest.raises(InputError, match="--from"):
         measured(tmp_path / "nope.json")
+
+
+def test_a_cpu_run_says_so_and_a_gpu_run_does_not(tmp_path):
+    assert "gloo figures measured on CPU, not on GPUs" in measured(FIXTURE).cpu_run
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps({**json.loads(FIXTURE.read_text()), "device": "cuda", "backend": "nccl"}))
+    assert measured(gpu).cpu_run is None
+
+
+def test_a_cpu_runs_slow_inter_node_figure_is_gloo_not_a_broken_fabric(tmp_path, capsys):
+    """Gloo between CPU nodes reads below the 5 GB/s a GPU fabric must reach: that is no ND501; the same figure
+    given as --inter-gbps (the user's word for their GPU fabric) still is."""
+    path = _multi_node(tmp_path)  # inter all-reduce 40 GB/s: make it Gloo-like
+    doc = json.loads(path.read_text())
+    for r in doc["bench"]["results"]:
+        if isinstance(r, dict) and r.get("group") == "inter":
+            r["busbw_gbps"] = 1.0
+    path.write_text(json.dumps(doc))
+    assert main(["plan", "--params", "350M", "--from", str(path), "--format", "json"]) == 0
+    assert "ND501" not in capsys.readouterr().out
+    assert main(["plan", "--params", "350M", "--from", str(path), "--inter-gbps", "1", "--format", "json"]) == 1
+    assert "ND501" in capsys.readouterr().out
