@@ -60,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reduce-dtype", choices=tuple(DTYPE_BYTES), default="fp32",
                    help="MixedPrecisionPolicy reduce_dtype: what the gradient reductions send (default: fp32)")
     p.add_argument("--gpu-mem-gb", type=_positive(float), metavar="GB",
-                   help=f"memory of one GPU, GB (default: {DEFAULT_GPU_MEM_GB:g})")
+                   help=f"memory of one GPU, GB (default: {DEFAULT_GPU_MEM_GB:g}; none for a --from run on CPU: "
+                        "no GPU was measured, so memory is not sized)")
     p.add_argument("--headroom", type=_fraction, metavar="F",
                    help=f"share of GPU memory the model states may take; activations need the rest "
                         f"(default: {DEFAULT_HEADROOM:g})")

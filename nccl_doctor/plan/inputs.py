@@ -80,13 +80,15 @@ def _busbw(entry: Any) -> tuple[int, float] | None:
 
 
 def largest(results: list[Any], op: str, group: str, origin: str) -> Figure | None:
-    """The busbw at the largest size measured for ``op`` on ``group``, sourced."""
+    """The busbw at the largest size measured for ``op`` on ``group``, sourced; its source says when the
+    report marks that size latency-bound (then every size is, and the figure understates the bandwidth)."""
     found = [(m, e) for e in results if isinstance(e, dict) and e.get("op") == op and e.get("group") == group
              and (m := _busbw(e)) is not None]
     if not found:
         return None
-    (size, bw), _ = max(found, key=lambda f: f[0][0])
-    return Figure(value=bw, source=f"{origin}: {op} {group} busbw at {size} bytes")
+    (size, bw), entry = max(found, key=lambda f: f[0][0])
+    bound = " (latency-bound: every size measured is)" if entry.get("latency_bound") is True else ""
+    return Figure(value=bw, source=f"{origin}: {op} {group} busbw at {size} bytes{bound}")
 
 
 def _failure(doc: dict[str, Any], path: str) -> str | None:

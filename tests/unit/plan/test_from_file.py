@@ -18,6 +18,7 @@ def test_one_node_bench_gives_the_intra_node_figures_at_the_largest_size():
     bw = found.bandwidths
     assert bw.intra_all_gather.value == 0.142 and bw.intra_reduce_scatter.value == 0.3629  # 1 MiB, not 64 KiB
     assert "all_gather world busbw at 1048576 bytes" in bw.intra_all_gather.source
+    assert bw.intra_all_gather.source.endswith("(latency-bound: every size measured is)")  # its latency_bound key
     assert str(FIXTURE) in bw.intra_all_gather.source
     assert bw.world_all_gather is None and bw.inter_all_reduce is None  # one node: no fabric measured
     assert found.failed is None
