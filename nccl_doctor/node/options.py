@@ -28,7 +28,7 @@ class ProbeOptions:
     def __post_init__(self) -> None:
         choices = tuple(e.value for e in EnvSource)
         if self.env not in choices:
-            raise InputError(f"--env: invalid choice: {self.env!r} (choose from {', '.join(map(repr, choices))})")
+            raise InputError(f"--env: expected one of {', '.join(choices)}, got {self.env!r}")  # as the parser says it
         object.__setattr__(self, "env", EnvSource(self.env))  # the parser gives its value as text
 
     def argv(self) -> list[str]:

@@ -158,7 +158,7 @@ def test_deadline_is_still_the_old_name_of_timeout():
     (lambda: PreflightOptions(fsdp_smoke_dir="/"), "--fsdp-smoke-dir is only used by --fsdp-smoke: add --fsdp-smoke"),
     (lambda: PreflightOptions(fsdp_smoke=True, fsdp_smoke_dir="/nonexistent-dir"),
      "--fsdp-smoke-dir '/nonexistent-dir': no such directory"),
-    (lambda: ProbeOptions(env="both"), "--env: invalid choice: 'both'"),
+    (lambda: ProbeOptions(env="both"), "--env: expected one of snapshot, live, got 'both'"),
     (lambda: ParseOptions(paths=("a",), jobs=0), "--jobs: expected a number of processes >= 1, got 0"),
     (lambda: PlanOptions(params="7B", nodes=0), "--nodes: expected a number > 0, got 0"),
     (lambda: PlanOptions(params="7B", headroom=1.5), "--headroom: expected a fraction in (0, 1], got 1.5"),
